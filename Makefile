@@ -1,0 +1,39 @@
+# The two commands a new user needs: `make demo` and `make test`. Both set everything up themselves.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.pairzoo-installed
+
+# Keep every Hugging Face cache inside the repo (git-ignored) and never reach for the Hub.
+export HF_HOME := $(CURDIR)/.hf_home
+export HF_HUB_OFFLINE := 1
+export HF_DATASETS_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+export MPLBACKEND := Agg
+
+.PHONY: install demo test lint clean
+
+install: $(STAMP)
+
+# torch==2.13.0 first: it is the local CPU wheel; anything else would pull a multi-GB CUDA build.
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e ".[train,dev]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m pairzoo.demo --output_dir outputs/demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+clean:
+	rm -rf outputs .pytest_cache

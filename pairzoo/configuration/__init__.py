@@ -1,0 +1,5 @@
+"""Configurations of every pairzoo method (one file per method, one `model_type` each)."""
+
+from .configuration_cross_encoder import CrossEncoderConfig
+
+__all__ = ["CrossEncoderConfig"]

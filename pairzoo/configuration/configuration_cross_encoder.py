@@ -1,0 +1,67 @@
+"""Configuration of the C-STS cross-encoder baseline (Deshpande et al. 2023, princeton-nlp/c-sts)."""
+
+from transformers import PretrainedConfig
+
+from .common import BACKBONE_SUB_CONFIG, check_choice, check_range, coerce_backbone_config
+
+
+class CrossEncoderConfig(PretrainedConfig):
+    r"""
+    Hyper-parameters of [`CrossEncoderForConditionalSimilarity`]: one encoder reads `s1 SEP s2 SEP c` as a single
+    sequence, its first-token (or mean) feature of the last layer goes through an optional transform and a linear head.
+
+    Args:
+        backbone_config (`PretrainedConfig` or `dict`, *optional*, defaults to `None`):
+            Config of the encoder (BERT or RoBERTa family). Stored inside this config so that `from_pretrained(dir)`
+            rebuilds the whole model offline. Required to build a model.
+        use_transform (`bool`, *optional*, defaults to `False`):
+            Insert the c-sts "transform" (dropout, Linear(d, d), the backbone's activation) before the head. The
+            reference scripts default to `False`.
+        pooling (`str`, *optional*, defaults to `"cls"`):
+            Feature read by the head: `"cls"` (first token of the last layer, the paper's choice) or `"mean"`
+            (mean over non-padding tokens).
+        classifier_dropout (`float`, *optional*, defaults to `None`):
+            Dropout of the transform; `None` uses the backbone's `hidden_dropout_prob`, as the reference code does.
+        label_min (`float`, *optional*, defaults to 1.0):
+            Lowest label of the regression scale. Labels are mapped to [0, 1] by `(y - label_min) / (label_max -
+            label_min)` for the MSE loss and predictions are mapped back.
+        label_max (`float`, *optional*, defaults to 5.0):
+            Highest label of the regression scale.
+        num_labels (`int`, *optional*, defaults to 1):
+            1 gives regression (MSE); more gives classification (cross-entropy).
+    """
+
+    model_type = "cross-encoder"
+    sub_configs_defaults = BACKBONE_SUB_CONFIG
+
+    def __init__(
+        self,
+        backbone_config=None,
+        use_transform: bool = False,
+        pooling: str = "cls",
+        classifier_dropout: "float | None" = None,
+        label_min: float = 1.0,
+        label_max: float = 5.0,
+        **kwargs,
+    ):
+        check_choice("pooling", pooling, ("cls", "mean"))
+        if classifier_dropout is not None:
+            check_range("classifier_dropout", classifier_dropout, 0.0, 1.0)
+        check_range("label_min", label_min)
+        check_range("label_max", label_max)
+        if label_max <= label_min:
+            raise ValueError(f"`label_max` ({label_max}) must be greater than `label_min` ({label_min}).")
+        if "id2label" not in kwargs:
+            kwargs.setdefault("num_labels", 1)
+        if kwargs.get("num_labels") is not None and kwargs["num_labels"] < 1:
+            raise ValueError(f"`num_labels` must be >= 1, got {kwargs['num_labels']}.")
+        self.backbone_config = coerce_backbone_config(backbone_config)
+        self.use_transform = use_transform
+        self.pooling = pooling
+        self.classifier_dropout = classifier_dropout
+        self.label_min = float(label_min)
+        self.label_max = float(label_max)
+        super().__init__(**kwargs)
+
+
+__all__ = ["CrossEncoderConfig"]

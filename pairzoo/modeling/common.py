@@ -1,0 +1,147 @@
+"""Building blocks shared by pairzoo models: the pretrained-backbone base class, pooling and the C-STS head.
+
+Hub exports inline this module into each exported modeling file, so it imports torch and transformers only.
+"""
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from transformers import AutoModel, PreTrainedModel
+from transformers import initialization as init
+from transformers.activations import ACT2FN
+from transformers.utils import ModelOutput
+
+
+def build_backbone(backbone_config) -> PreTrainedModel:
+    """Randomly initialised encoder for `backbone_config`, without BERT's pooler (the heads read hidden states)."""
+    if backbone_config is None:
+        raise ValueError("`backbone_config` is required to build a model; use `from_backbone(name_or_path)`.")
+    try:
+        return AutoModel.from_config(backbone_config, add_pooling_layer=False)
+    except TypeError:  # encoders without a pooler (e.g. DistilBERT) do not take the argument
+        return AutoModel.from_config(backbone_config)
+
+
+def pool_hidden_states(hidden_states: torch.Tensor, attention_mask: torch.Tensor, pooling: str) -> torch.Tensor:
+    """(B, L, d) -> (B, d): first token (`cls`) or the mean over non-padding tokens (`mean`)."""
+    if pooling == "cls":
+        return hidden_states[:, 0]
+    if pooling == "mean":
+        mask = attention_mask.unsqueeze(-1).to(hidden_states.dtype)
+        return (hidden_states * mask).sum(1) / mask.sum(1).clamp_min(1e-9)
+    raise ValueError(f"Unknown pooling {pooling!r}.")
+
+
+class PairzooPreTrainedModel(PreTrainedModel):
+    """Base of every pairzoo model that wraps a pretrained encoder in `self.backbone`.
+
+    Parameters the method adds are initialised by `_init_weights` (normal with the backbone's `initializer_range`,
+    zero biases, unit LayerNorms); the backbone keeps its own initialisation, and `from_backbone` then overwrites it
+    with pretrained weights, so no new parameter is ever left uninitialised.
+    """
+
+    base_model_prefix = "backbone"
+    supports_gradient_checkpointing = True
+    _supports_sdpa = True
+    _supports_flash_attn = True
+    _supports_flex_attn = True
+    _supports_attention_backend = True
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        std = getattr(self.config.backbone_config, "initializer_range", 0.02)
+        if isinstance(module, nn.Linear):
+            init.normal_(module.weight, mean=0.0, std=std)
+            if module.bias is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            init.normal_(module.weight, mean=0.0, std=std)
+        elif isinstance(module, nn.LayerNorm):
+            init.ones_(module.weight)
+            init.zeros_(module.bias)
+
+    @classmethod
+    def from_backbone(cls, name_or_path: str, **method_kwargs) -> "PairzooPreTrainedModel":
+        """Build the method on a pretrained encoder (local folder or Hub id); `method_kwargs` go to the config."""
+        try:
+            pretrained = AutoModel.from_pretrained(name_or_path, add_pooling_layer=False)
+        except TypeError:
+            pretrained = AutoModel.from_pretrained(name_or_path)
+        config = cls.config_class(backbone_config=pretrained.config, **method_kwargs)
+        model = cls(config)
+        model.backbone.load_state_dict(pretrained.state_dict(), strict=True)
+        model.config.backbone_config.name_or_path = str(name_or_path)
+        return model
+
+
+@dataclass
+class ConditionalSimilarityOutput(ModelOutput):
+    r"""
+    Output of conditional-similarity models.
+
+    Args:
+        loss (`torch.FloatTensor` of shape `()`, *optional*, returned when `labels` is given):
+            MSE on labels scaled to [0, 1] (regression) or cross-entropy (classification).
+        logits (`torch.FloatTensor` of shape `(batch_size,)` or `(batch_size, num_labels)`):
+            Regression: the prediction on the [0, 1] scale. Classification: unnormalised class scores.
+        scores (`torch.FloatTensor` of shape `(batch_size,)`, *optional*, regression only):
+            The prediction mapped back to the label scale, `label_min + (label_max - label_min) * logits`.
+        hidden_states (`tuple(torch.FloatTensor)`, *optional*):
+            Backbone hidden states, each `(batch_size, sequence_length, hidden_size)`, when asked for.
+        attentions (`tuple(torch.FloatTensor)`, *optional*):
+            Backbone attention probabilities, each `(batch_size, num_heads, sequence_length, sequence_length)`, when
+            asked for (needs an attention implementation that returns them, e.g. `eager`).
+    """
+
+    loss: "torch.FloatTensor | None" = None
+    logits: "torch.FloatTensor | None" = None
+    scores: "torch.FloatTensor | None" = None
+    hidden_states: "tuple[torch.FloatTensor, ...] | None" = None
+    attentions: "tuple[torch.FloatTensor, ...] | None" = None
+
+
+class ConditionalSimilarityHead(nn.Module):
+    """The c-sts head: optional transform (dropout, Linear(d, d), activation), dropout, Linear(d, num_labels)."""
+
+    def __init__(self, config) -> None:
+        super().__init__()
+        backbone = config.backbone_config
+        hidden = backbone.hidden_size
+        dropout = config.classifier_dropout if config.classifier_dropout is not None else backbone.hidden_dropout_prob
+        self.transform = (
+            nn.Sequential(nn.Dropout(dropout), nn.Linear(hidden, hidden), ACT2FN[backbone.hidden_act])
+            if config.use_transform
+            else None
+        )
+        self.dropout = nn.Dropout(backbone.hidden_dropout_prob)
+        self.classifier = nn.Linear(hidden, config.num_labels)
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        """(B, d) -> (B, num_labels)."""
+        if self.transform is not None:
+            features = self.transform(features)
+        return self.classifier(self.dropout(features))
+
+
+def similarity_loss_and_scores(
+    config, logits: torch.Tensor, labels: "torch.Tensor | None"
+) -> "tuple[torch.Tensor | None, torch.Tensor, torch.Tensor | None]":
+    """Loss, logits and label-scale scores of a head's raw output (B, num_labels).
+
+    Regression (`num_labels == 1`) takes labels on the original scale and scales them to [0, 1] for the MSE, as the
+    c-sts reference does; classification takes class indices.
+    """
+    span = config.label_max - config.label_min
+    if config.num_labels == 1:
+        logits = logits.squeeze(-1)
+        scores = config.label_min + span * logits
+        loss = None
+        if labels is not None:
+            target = (labels.to(logits.dtype) - config.label_min) / span
+            loss = nn.functional.mse_loss(logits, target)
+        return loss, logits, scores
+    loss = None
+    if labels is not None:
+        loss = nn.functional.cross_entropy(logits, labels.long().view(-1))
+    return loss, logits, None

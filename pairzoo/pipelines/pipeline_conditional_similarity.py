@@ -1,0 +1,167 @@
+"""Input encoding and the `conditional-similarity` pipeline.
+
+The same `encode_conditional_inputs` serves training (collators) and inference (the pipeline), so both see identical
+token sequences. Hub exports ship this file as-is: it imports torch and transformers only.
+"""
+
+from typing import Any
+
+import torch
+from transformers import Pipeline
+
+
+def _validate_texts(field: str, texts: Any, optional: bool = False) -> "list[str] | None":
+    """A list of non-empty strings (or None when the field is optional and absent)."""
+    if texts is None:
+        if optional:
+            return None
+        raise ValueError(f"`{field}` is required.")
+    if isinstance(texts, str):
+        texts = [texts]
+    texts = list(texts)
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise ValueError(f"`{field}`[{i}] must be a string, got {type(text).__name__}.")
+        if not text.strip():
+            raise ValueError(f"`{field}`[{i}] is empty.")
+    return texts
+
+
+def _segment_ids(tokenizer, texts: "list[str]", continuation: bool) -> "list[list[int]]":
+    """Token ids of each text without special tokens.
+
+    Continuation segments get a leading space, so byte-level BPE tokenizers (RoBERTa) produce the same tokens as when
+    the whole `s1 SEP s2 SEP c` string is tokenized at once, as the c-sts reference does.
+    """
+    prefix = " " if continuation else ""
+    return tokenizer([prefix + t for t in texts], add_special_tokens=False)["input_ids"]
+
+
+def _truncate_pair(first: "list[int]", second: "list[int]", budget: int) -> "tuple[list[int], list[int]]":
+    """Drop tokens from the end of the longer sentence until both fit in `budget` tokens."""
+    first, second = list(first), list(second)
+    while len(first) + len(second) > budget:
+        if len(first) >= len(second):
+            first.pop()
+        else:
+            second.pop()
+    return first, second
+
+
+def encode_conditional_inputs(
+    tokenizer,
+    sentence1: "str | list[str]",
+    sentence2: "str | list[str] | None" = None,
+    condition: "str | list[str] | None" = None,
+    max_length: "int | None" = None,
+    return_span_masks: bool = False,
+) -> "dict[str, torch.Tensor]":
+    """Encode `[CLS] s1 SEP s2 SEP c SEP` (cross-encoder input), padded to the longest example.
+
+    `sentence2` and `condition` are optional (pair tasks have no condition; conditional classification has no second
+    sentence); given ones must be non-empty. When an example exceeds `max_length` the sentences are truncated (longest
+    first), never the condition; a condition that cannot fit alone is an error. With `return_span_masks`, also returns
+    `sentence_mask` (first token through the separator after the last sentence) and `condition_mask` (condition
+    tokens plus the final separator); padding is in neither.
+    """
+    sentence1 = _validate_texts("sentence1", sentence1)
+    sentence2 = _validate_texts("sentence2", sentence2, optional=True)
+    condition = _validate_texts("condition", condition, optional=True)
+    for field, texts in (("sentence2", sentence2), ("condition", condition)):
+        if texts is not None and len(texts) != len(sentence1):
+            raise ValueError(f"`{field}` has {len(texts)} items but `sentence1` has {len(sentence1)}.")
+    if tokenizer.cls_token_id is None or tokenizer.sep_token_id is None:
+        raise ValueError("The tokenizer needs a CLS/BOS token and a SEP token for cross-encoder inputs.")
+    max_length = max_length or tokenizer.model_max_length
+    if max_length is None or max_length > 100_000:
+        max_length = 512
+    cls_id, sep_id, pad_id = tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id or 0
+
+    ids1 = _segment_ids(tokenizer, sentence1, continuation=False)
+    ids2 = _segment_ids(tokenizer, sentence2, continuation=True) if sentence2 is not None else None
+    idsc = _segment_ids(tokenizer, condition, continuation=True) if condition is not None else None
+
+    sequences, sentence_lengths = [], []
+    for i in range(len(sentence1)):
+        a, b = ids1[i], ids2[i] if ids2 is not None else []
+        c = idsc[i] if idsc is not None else None
+        n_sep = 1 + (ids2 is not None) + (c is not None)
+        budget = max_length - 1 - n_sep - (len(c) if c is not None else 0)
+        min_sentence_tokens = 1 + (ids2 is not None)
+        if budget < min_sentence_tokens:
+            raise ValueError(
+                f"`condition`[{i}] has {len(c) if c is not None else 0} tokens and cannot fit in "
+                f"max_length={max_length} next to the sentences; shorten the condition or raise max_length."
+            )
+        if ids2 is not None:
+            a, b = _truncate_pair(a, b, budget)
+        else:
+            a = a[:budget]
+        seq = [cls_id] + a + [sep_id]
+        if ids2 is not None:
+            seq += b + [sep_id]
+        sentence_lengths.append(len(seq))
+        if c is not None:
+            seq += c + [sep_id]
+        sequences.append(seq)
+
+    width = max(len(s) for s in sequences)
+    input_ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
+    attention_mask = torch.zeros((len(sequences), width), dtype=torch.long)
+    for i, seq in enumerate(sequences):
+        input_ids[i, : len(seq)] = torch.tensor(seq, dtype=torch.long)
+        attention_mask[i, : len(seq)] = 1
+    encoded = {"input_ids": input_ids, "attention_mask": attention_mask}
+    if return_span_masks:
+        positions = torch.arange(width).unsqueeze(0)
+        lengths = attention_mask.sum(1, keepdim=True)
+        split = torch.tensor(sentence_lengths).unsqueeze(1)
+        encoded["sentence_mask"] = (positions < split).long()
+        encoded["condition_mask"] = ((positions >= split) & (positions < lengths)).long()
+    return encoded
+
+
+class ConditionalSimilarityPipeline(Pipeline):
+    """`pipeline("conditional-similarity")`: dicts with `sentence1`, `sentence2`, `condition` -> scores.
+
+    Regression models return `{"score": s}` on the label scale (1-5 for C-STS); classification models return
+    `{"label": name, "score": probability}`.
+    """
+
+    _load_tokenizer = True
+    _load_processor = False
+    _load_image_processor = False
+    _load_feature_extractor = False
+
+    def _sanitize_parameters(self, max_length: "int | None" = None, **kwargs):
+        preprocess = {"max_length": max_length} if max_length is not None else {}
+        return preprocess, {}, {}
+
+    def preprocess(self, inputs: "dict[str, str]", max_length: "int | None" = None) -> "dict[str, torch.Tensor]":
+        if not isinstance(inputs, dict):
+            raise ValueError(
+                "conditional-similarity inputs must be dicts with `sentence1`, `sentence2` and `condition`, "
+                f"got {type(inputs).__name__}."
+            )
+        for field in ("sentence1", "condition"):
+            if field not in inputs:
+                raise ValueError(f"Input is missing `{field}`.")
+        return encode_conditional_inputs(
+            self.tokenizer,
+            inputs["sentence1"],
+            inputs.get("sentence2"),
+            inputs["condition"],
+            max_length=max_length,
+        )
+
+    def _forward(self, model_inputs: "dict[str, torch.Tensor]") -> "dict[str, torch.Tensor]":
+        outputs = self.model(**model_inputs)
+        return {"logits": outputs.logits, "scores": getattr(outputs, "scores", None)}
+
+    def postprocess(self, model_outputs: "dict[str, torch.Tensor]") -> "dict[str, Any]":
+        if model_outputs.get("scores") is not None:
+            return {"score": float(model_outputs["scores"].reshape(-1)[0])}
+        probabilities = model_outputs["logits"].float().softmax(-1).reshape(-1)
+        best = int(probabilities.argmax())
+        label = self.model.config.id2label.get(best, str(best))
+        return {"label": label, "score": float(probabilities[best])}

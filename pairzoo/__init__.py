@@ -1,53 +1,46 @@
 """pairzoo: a Hugging Face model zoo of sentence-matching and conditional-similarity methods.
 
-Importing pairzoo registers every model with `AutoConfig`/`AutoModel` (or the matching `AutoModelFor...`) and the
-`conditional-similarity` pipeline with `transformers.pipeline`.
+Importing pairzoo registers every model of `pairzoo.zoo` in the registry and with `AutoConfig` / `AutoModel` (or the
+matching `AutoModelFor...`), and the `conditional-similarity` pipeline with `transformers.pipeline`. Every config and
+model class is also reachable as `pairzoo.<ClassName>`.
 """
 
-from transformers import AutoConfig, AutoModel
+import transformers
 from transformers.pipelines import PIPELINE_REGISTRY
 
+from . import configuration, modeling
 from .backbones import DEFAULT_BACKBONE, list_backbones, load_tokenizer
-from .configuration import CrossEncoderConfig
-from .modeling import CrossEncoderForConditionalSimilarity
 from .pipelines import ConditionalSimilarityPipeline, encode_conditional_inputs
 from .registry import ModelSpec, create_model, get_model_spec, list_models, register_model
+from .zoo import MODEL_SPECS
 
 __version__ = "0.1.0"
 
-_AUTO_CLASSES = {"AutoModel": AutoModel}
-
-register_model(
-    ModelSpec(
-        name="cross-encoder",
-        config_class=CrossEncoderConfig,
-        model_class=CrossEncoderForConditionalSimilarity,
-        auto_class="AutoModel",
-        pipeline_tag="sentence-similarity",
-        task="conditional-similarity",
-        summary="C-STS cross-encoder baseline. One encoder reads `s1 SEP s2 SEP c`; a linear head on the first token.",
-        paper="Deshpande et al. 2023, C-STS: Conditional Semantic Textual Similarity",
-    )
-)
-
 
 def _register_with_transformers() -> None:
-    for name in list_models():
-        spec = get_model_spec(name)
-        AutoConfig.register(spec.config_class.model_type, spec.config_class, exist_ok=True)
-        _AUTO_CLASSES[spec.auto_class].register(spec.config_class, spec.model_class, exist_ok=True)
+    for spec in MODEL_SPECS:
+        register_model(spec)
+        transformers.AutoConfig.register(spec.config_class.model_type, spec.config_class, exist_ok=True)
+        getattr(transformers, spec.auto_class).register(spec.config_class, spec.model_class, exist_ok=True)
     PIPELINE_REGISTRY.register_pipeline(
-        "conditional-similarity", pipeline_class=ConditionalSimilarityPipeline, pt_model=AutoModel
+        "conditional-similarity", pipeline_class=ConditionalSimilarityPipeline, pt_model=transformers.AutoModel
     )
 
 
 _register_with_transformers()
 
+
+def __getattr__(name: str):
+    """`pairzoo.SeaverConfig`, `pairzoo.CrossEncoderForConditionalSimilarity`, ...: every config and model class."""
+    for module in (configuration, modeling):
+        if hasattr(module, name):
+            return getattr(module, name)
+    raise AttributeError(f"module 'pairzoo' has no attribute {name!r}")
+
+
 __all__ = [
     "DEFAULT_BACKBONE",
     "ConditionalSimilarityPipeline",
-    "CrossEncoderConfig",
-    "CrossEncoderForConditionalSimilarity",
     "ModelSpec",
     "create_model",
     "encode_conditional_inputs",

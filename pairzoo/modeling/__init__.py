@@ -1,5 +1,3 @@
 """Models of every pairzoo method (one file per method)."""
 
-from .modeling_cross_encoder import CrossEncoderForConditionalSimilarity
-
-__all__ = ["CrossEncoderForConditionalSimilarity"]
+from .modeling_cross_encoder import CrossEncoderForConditionalSimilarity as CrossEncoderForConditionalSimilarity

@@ -14,7 +14,7 @@ from transformers import HfArgumentParser, Trainer, TrainingArguments, set_seed
 
 from ..backbones import load_tokenizer
 from ..registry import create_model, get_model_spec
-from .collators import ConditionalPairCollator
+from .collators import make_collator
 from .data import dataset_task, label_range, load_dataset
 from .metrics import compute_metrics_fn
 
@@ -93,12 +93,8 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Tra
     model = create_model(model_args.model, backbone=model_args.backbone, **overrides)
     tokenizer = load_tokenizer(model_args.backbone)
     num_labels = model.config.num_labels
-    collator = ConditionalPairCollator(
-        tokenizer,
-        data_args.max_length,
-        num_labels,
-        None if num_labels > 1 else (model.config.label_min, model.config.label_max),
-    )
+    label_bounds = None if num_labels > 1 else (model.config.label_min, model.config.label_max)
+    collator = make_collator(model, tokenizer, data_args.max_length, label_bounds)
     training_args.remove_unused_columns = False
     training_args.label_names = ["labels"]
     trainer = Trainer(

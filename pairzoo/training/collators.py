@@ -48,3 +48,45 @@ class ConditionalPairCollator:
                 raise ValueError(f"`label`[{i}] = {label} is not a class index in [0, {self.num_labels}).")
         dtype = torch.float32 if self.num_labels == 1 else torch.long
         return torch.tensor(labels, dtype=dtype)
+
+
+@dataclass
+class SentencePairCollator:
+    """Batches `sentence1`/`sentence2`/`label` rows with the tokenizer's own pair encoding (token types included),
+    for models that read a plain sentence pair (`input_format = "pair"`)."""
+
+    tokenizer: object
+    max_length: int = 128
+    num_labels: int = 1
+    label_range: "tuple[float, float] | None" = None
+
+    def __call__(self, rows: list[dict]) -> dict[str, torch.Tensor]:
+        if not rows:
+            raise ValueError("cannot collate an empty batch.")
+        first = [r["sentence1"] for r in rows]
+        second = [r["sentence2"] for r in rows]
+        for field, texts in (("sentence1", first), ("sentence2", second)):
+            for i, text in enumerate(texts):
+                if not isinstance(text, str) or not text.strip():
+                    raise ValueError(f"`{field}`[{i}] must be a non-empty string, got {text!r}.")
+        batch = dict(
+            self.tokenizer(
+                first, second, truncation=True, max_length=self.max_length, padding=True, return_tensors="pt"
+            )
+        )
+        if "label" in rows[0]:
+            batch["labels"] = ConditionalPairCollator._labels(self, [r["label"] for r in rows])
+        return batch
+
+
+COLLATORS = {"cross": ConditionalPairCollator, "pair": SentencePairCollator}
+
+
+def make_collator(
+    model, tokenizer, max_length: int, label_range: "tuple[float, float] | None" = None
+) -> "ConditionalPairCollator | SentencePairCollator":
+    """The collator for `model.input_format` (`cross` by default)."""
+    input_format = getattr(model, "input_format", "cross")
+    if input_format not in COLLATORS:
+        raise ValueError(f"no collator for input_format {input_format!r}; known: {sorted(COLLATORS)}.")
+    return COLLATORS[input_format](tokenizer, max_length, model.config.num_labels, label_range)

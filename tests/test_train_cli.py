@@ -1,0 +1,57 @@
+"""`python -m pairzoo.train`: end to end on a tiny model, classification data, and bad arguments."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from pairzoo.training.cli import main
+
+TINY = ["--backbone", "tiny-bert", "--num_train_epochs", "1", "--per_device_train_batch_size", "8",
+        "--eval_strategy", "no", "--save_strategy", "no", "--report_to", "none", "--disable_tqdm", "true"]  # fmt: skip
+
+
+def test_cli_trains_evaluates_and_exports(tmp_path):
+    out = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pairzoo.train", "--model", "cross-encoder", "--dataset", "synthetic",
+         "--synthetic_train_size", "48", "--synthetic_validation_size", "24", "--output_dir", str(out), *TINY],
+        capture_output=True, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["model"] == "cross-encoder" and metrics["train_rows"] == 48 and metrics["validation_rows"] == 24
+    assert {"validation_spearman", "validation_pearson", "validation_mse"} <= set(metrics["metrics"])
+    assert '"validation_spearman"' in proc.stdout
+    assert (out / "export" / "model.safetensors").is_file() and (out / "export" / "README.md").is_file()
+
+
+def test_classification_dataset_gets_labels_from_the_data(tmp_path, data_dir):
+    result = main(
+        ["--model", "cross-encoder", "--dataset", "sick-e", "--data_dir", str(data_dir), "--max_train_samples", "16",
+         "--max_eval_samples", "16", "--max_length", "48", "--output_dir", str(tmp_path / "cls"), "--export", "false",
+         *TINY]
+    )  # fmt: skip
+    assert {"validation_accuracy", "validation_f1"} <= set(result["metrics"])
+    saved = json.loads((tmp_path / "cls" / "metrics.json").read_text())
+    assert saved["validation_rows"] == 16
+
+
+@pytest.mark.parametrize(
+    "args, error, message",
+    [
+        (["--model", "nope"], ValueError, "Unknown model 'nope'"),
+        (["--dataset", "imdb"], ValueError, "Unknown dataset 'imdb'"),
+        (["--dataset", "mrpc", "--data_dir", "/nonexistent/data"], FileNotFoundError, "/nonexistent/data"),
+        (["--dataset", "wn18rr"], ValueError, "knowledge graph"),
+        (["--config_overrides", '{"pooling": "max"}'], ValueError, "pooling"),
+        (["--config_overrides", "[1, 2]"], ValueError, "JSON object"),
+    ],
+)
+def test_bad_arguments_fail_clearly_and_write_nothing(tmp_path, args, error, message):
+    out = tmp_path / "never"
+    with pytest.raises(error, match=message):
+        main(["--output_dir", str(out), *TINY, *args])
+    assert not out.exists()

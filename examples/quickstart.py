@@ -1,6 +1,6 @@
 """Build a pairzoo model on the bundled MiniLM, score conditional pairs, and export it as a Hub folder.
 
-    .venv/bin/python examples/quickstart.py --output_dir outputs/quickstart
+.venv/bin/python examples/quickstart.py --output_dir outputs/quickstart
 """
 
 import argparse
@@ -19,7 +19,10 @@ def main() -> None:
     model = pairzoo.create_model(args.model, backbone="minilm").eval()
     tokenizer = pairzoo.load_tokenizer("minilm")
     scorer = pipeline("conditional-similarity", model=model, tokenizer=tokenizer)
-    pair = {"sentence1": "Two women in red jackets walk in a park.", "sentence2": "Two men in blue coats run on a beach."}
+    pair = {
+        "sentence1": "Two women in red jackets walk in a park.",
+        "sentence2": "Two men in blue coats run on a beach.",
+    }
     for condition in ("The number of people.", "The colour of the clothing."):
         print(condition, scorer({**pair, "condition": condition}))  # untrained head: fine-tune with pairzoo.train
     print("export:", export_model(model, tokenizer, args.output_dir, overwrite=True))

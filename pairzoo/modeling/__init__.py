@@ -1,3 +1,7 @@
 """Models of every pairzoo method (one file per method)."""
 
+from .modeling_comateformer import ComateformerForSequenceClassification as ComateformerForSequenceClassification
+from .modeling_comateformer import ComateformerModel as ComateformerModel
 from .modeling_cross_encoder import CrossEncoderForConditionalSimilarity as CrossEncoderForConditionalSimilarity
+from .modeling_csr import CsrModel as CsrModel
+from .modeling_seaver import SeaverForConditionalSimilarity as SeaverForConditionalSimilarity

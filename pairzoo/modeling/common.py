@@ -145,3 +145,49 @@ def similarity_loss_and_scores(
     if labels is not None:
         loss = nn.functional.cross_entropy(logits, labels.long().view(-1))
     return loss, logits, None
+
+
+def conditional_span_masks(
+    input_ids: torch.Tensor, attention_mask: torch.Tensor
+) -> "tuple[torch.Tensor, torch.Tensor]":
+    """Sentence and condition masks (B, L) of right-padded `[CLS] s1 SEP (s2 SEP) c SEP` inputs, without a tokenizer.
+
+    The separator id is read from each example's last non-padding token (the final separator), so this works for any
+    tokenizer. The condition part is every token after the second-to-last separator through the final one; the
+    sentence part is everything before it, from the first token through the separator after the last sentence.
+    Padding is in neither. These equal `encode_conditional_inputs(..., return_span_masks=True)` unless a condition
+    itself contains the separator token; an input with a single separator has an empty condition part.
+    """
+    valid = attention_mask.bool()
+    positions = torch.arange(input_ids.shape[1], device=input_ids.device).unsqueeze(0)
+    last = torch.where(valid, positions, -1).amax(1, keepdim=True)
+    separator = input_ids.gather(1, last.clamp_min(0))
+    earlier_separators = (input_ids == separator) & valid & (positions < last)
+    boundary = torch.where(earlier_separators, positions, -1).amax(1, keepdim=True)
+    split = torch.where(boundary >= 0, boundary + 1, last + 1)
+    return (valid & (positions < split)).long(), (valid & (positions >= split)).long()
+
+
+def last_layer_attention_probabilities(
+    backbone: PreTrainedModel,
+    layer_input: torch.Tensor,
+    attention_mask: torch.Tensor,
+    query_positions: "torch.LongTensor | None" = None,
+) -> torch.Tensor:
+    """Post-softmax, pre-dropout attention probabilities (B, H, L, L) of a BERT/RoBERTa backbone's last layer.
+
+    Recomputed from `layer_input` (the hidden states entering the last layer, `hidden_states[-2]`) with that layer's
+    own query/key projections and the padding mask, so it works under any attention implementation (sdpa returns no
+    attentions) without running the whole encoder on the slow eager path. Padding keys get exactly zero probability.
+    With `query_positions` (B, R), only those rows are computed: (B, H, R, L).
+    """
+    attention = backbone.encoder.layer[-1].attention.self
+    heads, head_size = attention.num_attention_heads, attention.attention_head_size
+    queries = layer_input
+    if query_positions is not None:
+        queries = layer_input.gather(1, query_positions[:, :, None].expand(-1, -1, layer_input.shape[-1]))
+    query = attention.query(queries).view(*queries.shape[:2], heads, head_size).transpose(1, 2)
+    key = attention.key(layer_input).view(*layer_input.shape[:2], heads, head_size).transpose(1, 2)
+    scores = torch.matmul(query, key.transpose(2, 3)) * attention.scaling
+    keep = attention_mask[:, None, None, :].bool()
+    return scores.masked_fill(~keep, torch.finfo(scores.dtype).min).softmax(-1)

@@ -30,8 +30,9 @@ def _validate_texts(field: str, texts: Any, optional: bool = False) -> "list[str
 def _segment_ids(tokenizer, texts: "list[str]", continuation: bool) -> "list[list[int]]":
     """Token ids of each text without special tokens.
 
-    Continuation segments get a leading space, so byte-level BPE tokenizers (RoBERTa) produce the same tokens as when
-    the whole `s1 SEP s2 SEP c` string is tokenized at once, as the c-sts reference does.
+    Continuation segments get a leading space, so byte-level BPE tokenizers (RoBERTa) produce the same word tokens as
+    tokenizing the whole `s1 SEP s2 SEP c` string at once (the c-sts reference), without the lone-space token such a
+    join leaves before each separator. For WordPiece (BERT) the result is identical to the reference.
     """
     prefix = " " if continuation else ""
     return tokenizer([prefix + t for t in texts], add_special_tokens=False)["input_ids"]
@@ -121,6 +122,71 @@ def encode_conditional_inputs(
     return encoded
 
 
+def encode_tri_inputs(
+    tokenizer,
+    sentence1: "str | list[str]",
+    sentence2: "str | list[str] | None" = None,
+    condition: "str | list[str] | None" = None,
+    max_length: "int | None" = None,
+) -> "dict[str, torch.Tensor]":
+    """Encode tri-encoder inputs: each text alone as `[CLS] text SEP`, padded per field to its longest example.
+
+    Returns `input_ids`/`attention_mask` (sentence1), `input_ids_2`/`attention_mask_2` (sentence2, when given) and
+    `input_ids_3`/`attention_mask_3` (condition, when given); texts longer than `max_length` are truncated.
+    """
+    fields = {
+        "": _validate_texts("sentence1", sentence1),
+        "_2": _validate_texts("sentence2", sentence2, optional=True),
+        "_3": _validate_texts("condition", condition, optional=True),
+    }
+    if not fields[""]:
+        raise ValueError("`sentence1` is empty: give at least one text.")
+    for suffix, name in (("_2", "sentence2"), ("_3", "condition")):
+        if fields[suffix] is not None and len(fields[suffix]) != len(fields[""]):
+            raise ValueError(f"`{name}` has {len(fields[suffix])} items but `sentence1` has {len(fields[''])}.")
+    max_length = max_length or tokenizer.model_max_length
+    if max_length is None or max_length > 100_000:
+        max_length = 512
+    encoded = {}
+    for suffix, texts in fields.items():
+        if texts is None:
+            continue
+        batch = tokenizer(texts, truncation=True, max_length=max_length, padding=True, return_tensors="pt")
+        encoded["input_ids" + suffix] = batch["input_ids"]
+        encoded["attention_mask" + suffix] = batch["attention_mask"]
+    return encoded
+
+
+def encode_bi_inputs(
+    tokenizer,
+    sentence1: "str | list[str]",
+    sentence2: "str | list[str] | None" = None,
+    condition: "str | list[str] | None" = None,
+    max_length: "int | None" = None,
+) -> "dict[str, torch.Tensor]":
+    """Encode bi-encoder inputs: `[CLS] s SEP c SEP` for each sentence, with `sentence_mask` and `condition_mask`.
+
+    Keys for the second sentence carry a `_2` suffix. The condition is required and never truncated (see
+    `encode_conditional_inputs`).
+    """
+    if condition is None:
+        raise ValueError("`condition` is required for bi-encoder inputs.")
+    if not isinstance(sentence1, str) and not list(sentence1):
+        raise ValueError("`sentence1` is empty: give at least one text.")
+    encoded = encode_conditional_inputs(
+        tokenizer, sentence1, None, condition, max_length=max_length, return_span_masks=True
+    )
+    if sentence2 is not None:
+        second = encode_conditional_inputs(
+            tokenizer, sentence2, None, condition, max_length=max_length, return_span_masks=True
+        )
+        encoded.update({key + "_2": value for key, value in second.items()})
+    return encoded
+
+
+_INPUT_ENCODERS = {"cross": encode_conditional_inputs, "tri": encode_tri_inputs, "bi": encode_bi_inputs}
+
+
 class ConditionalSimilarityPipeline(Pipeline):
     """`pipeline("conditional-similarity")`: dicts with `sentence1`, `sentence2`, `condition` -> scores.
 
@@ -146,7 +212,10 @@ class ConditionalSimilarityPipeline(Pipeline):
         for field in ("sentence1", "condition"):
             if field not in inputs:
                 raise ValueError(f"Input is missing `{field}`.")
-        return encode_conditional_inputs(
+        input_format = getattr(self.model, "input_format", "cross")
+        if input_format not in _INPUT_ENCODERS:
+            raise ValueError(f"no input encoding for input_format {input_format!r}; known: {sorted(_INPUT_ENCODERS)}.")
+        return _INPUT_ENCODERS[input_format](
             self.tokenizer,
             inputs["sentence1"],
             inputs.get("sentence2"),

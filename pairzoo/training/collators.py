@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..pipelines.pipeline_conditional_similarity import encode_conditional_inputs
+from ..pipelines.pipeline_conditional_similarity import encode_bi_inputs, encode_conditional_inputs, encode_tri_inputs
 
 
 @dataclass
@@ -90,3 +90,61 @@ def make_collator(
     if input_format not in COLLATORS:
         raise ValueError(f"no collator for input_format {input_format!r}; known: {sorted(COLLATORS)}.")
     return COLLATORS[input_format](tokenizer, max_length, model.config.num_labels, label_range)
+
+
+@dataclass
+class TriEncoderCollator:
+    """Batches `sentence1`/`sentence2`/`condition`/`label` rows for tri-encoders (`input_format = "tri"`): each
+    text encoded alone (`input_ids`, `input_ids_2`, `input_ids_3` with their attention masks)."""
+
+    tokenizer: object
+    max_length: int = 128
+    num_labels: int = 1
+    label_range: "tuple[float, float] | None" = None
+
+    def __call__(self, rows: list[dict]) -> dict[str, torch.Tensor]:
+        if not rows:
+            raise ValueError("cannot collate an empty batch.")
+        first = rows[0]
+        batch = encode_tri_inputs(
+            self.tokenizer,
+            [r["sentence1"] for r in rows],
+            [r["sentence2"] for r in rows] if "sentence2" in first else None,
+            [r["condition"] for r in rows] if "condition" in first else None,
+            max_length=self.max_length,
+        )
+        if "label" in first:
+            batch["labels"] = ConditionalPairCollator._labels(self, [r["label"] for r in rows])
+        return batch
+
+
+@dataclass
+class BiEncoderCollator:
+    """Batches `sentence1`/`sentence2`/`condition`/`label` rows for bi-encoders (`input_format = "bi"`):
+    `[CLS] s SEP c SEP` per sentence with `sentence_mask`/`condition_mask` (second sentence keys end in `_2`)."""
+
+    tokenizer: object
+    max_length: int = 128
+    num_labels: int = 1
+    label_range: "tuple[float, float] | None" = None
+
+    def __call__(self, rows: list[dict]) -> dict[str, torch.Tensor]:
+        if not rows:
+            raise ValueError("cannot collate an empty batch.")
+        first = rows[0]
+        if "condition" not in first:
+            raise ValueError("bi-encoder rows need a `condition`.")
+        batch = encode_bi_inputs(
+            self.tokenizer,
+            [r["sentence1"] for r in rows],
+            [r["sentence2"] for r in rows] if "sentence2" in first else None,
+            [r["condition"] for r in rows],
+            max_length=self.max_length,
+        )
+        if "label" in first:
+            batch["labels"] = ConditionalPairCollator._labels(self, [r["label"] for r in rows])
+        return batch
+
+
+COLLATORS["tri"] = TriEncoderCollator
+COLLATORS["bi"] = BiEncoderCollator

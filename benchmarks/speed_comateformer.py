@@ -1,0 +1,130 @@
+"""Cost of Comateformer's combined heads against the plain backbone on the bundled MiniLM, CPU, forward pass.
+
+Both arms are `ComateformerModel` on the same pretrained weights: `plain` has no combined heads (`combined_layers=[]`,
+exactly the backbone), `comateformer` the paper's setting (layers 0-2, 50/40/30% of heads). Inputs are random token
+ids without padding, eval mode, `torch.no_grad()`.
+
+- Time: both models in THIS process, the same inputs, runs interleaved (plain, comateformer, plain, ...) after one
+  warm-up each, median of `--repeats` runs.
+- Peak memory: one fresh subprocess per (arm, length): the kernel's peak resident set size (VmHWM, reset right
+  before the forward) during one forward minus the resident size just before it, i.e. the extra memory the forward
+  needs (weights and libraries excluded; the total peak is printed too). `tracemalloc` cannot see torch's CPU
+  allocator, and the profiler's memory events attribute allocations to ops without the transient buffers inside
+  kernels; the OS view sees everything. glibc is told to serve every allocation above 64 KiB with mmap
+  (`MALLOC_MMAP_THRESHOLD_=65536`), so freed tensors leave the resident set at once and the peak reflects live memory
+  rather than allocator caching.
+
+    python benchmarks/speed_comateformer.py --batch_size 32 --lengths 128 512 --repeats 3
+"""
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing pairzoo
+from pairzoo import ComateformerModel, create_model  # noqa: E402
+
+PLAIN = {"combined_layers": [], "combined_head_fraction": []}
+ARMS = {"plain": PLAIN, "comateformer": {}}
+
+
+def build(arm: str):
+    """`ComateformerModel` on pretrained MiniLM for `arm` (eval mode)."""
+    classifier = create_model("comateformer", backbone="minilm", **ARMS[arm])
+    model = ComateformerModel(classifier.config)
+    model.backbone.load_state_dict(classifier.backbone.state_dict())
+    return model.eval()
+
+
+def make_inputs(batch_size: int, length: int) -> dict:
+    generator = torch.Generator().manual_seed(0)
+    input_ids = torch.randint(1000, 20000, (batch_size, length), generator=generator)
+    return {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids)}
+
+
+def _status_kib(field: str) -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"/proc/self/status has no {field}")
+
+
+def memory_child(arm: str, batch_size: int, length: int) -> None:
+    """(In a subprocess.) Print the peak extra resident memory of one forward pass as JSON.
+
+    Loading the model has its own higher transient peak, so the kernel's high-water mark (VmHWM) is reset right before
+    the forward by writing 5 to /proc/self/clear_refs (Linux >= 4.0).
+    """
+    model, inputs = build(arm), make_inputs(batch_size, length)
+    gc.collect()
+    with open("/proc/self/clear_refs", "w") as clear_refs:
+        clear_refs.write("5")
+    before = _status_kib("VmRSS")
+    with torch.no_grad():
+        model(**inputs)
+    peak = _status_kib("VmHWM")
+    print(json.dumps({"peak_extra_mib": (peak - before) / 1024, "peak_total_mib": peak / 1024}))
+
+
+def measure_memory(arm: str, batch_size: int, length: int) -> dict:
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
+    cmd = [sys.executable, __file__, "--memory_child", arm, "--batch_size", str(batch_size), "--lengths", str(length)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def measure_time(models: dict, inputs: dict, repeats: int) -> dict:
+    times = {arm: [] for arm in models}
+    with torch.no_grad():
+        for model in models.values():
+            model(**inputs)
+        for _ in range(repeats):
+            for arm, model in models.items():
+                start = time.perf_counter()
+                model(**inputs)
+                times[arm].append(time.perf_counter() - start)
+    return {arm: statistics.median(t) for arm, t in times.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--batch_size", type=int, default=32)
+    parser.add_argument("--lengths", type=int, nargs="+", default=[128, 512])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--memory_child", choices=sorted(ARMS), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.memory_child:
+        memory_child(args.memory_child, args.batch_size, args.lengths[0])
+        return
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {args.batch_size}", flush=True)
+    models = {arm: build(arm) for arm in ARMS}
+    for length in args.lengths:
+        seconds = measure_time(models, make_inputs(args.batch_size, length), args.repeats)
+        memory = {arm: measure_memory(arm, args.batch_size, length) for arm in ARMS}
+        row = {
+            "length": length,
+            "forward_s": seconds,
+            "time_ratio": seconds["comateformer"] / seconds["plain"],
+            "memory_mib": memory,
+            "peak_extra_ratio": memory["comateformer"]["peak_extra_mib"] / memory["plain"]["peak_extra_mib"],
+            "peak_total_ratio": memory["comateformer"]["peak_total_mib"] / memory["plain"]["peak_total_mib"],
+        }
+        if length == 128 and args.batch_size == 32:
+            row["targets_met"] = {
+                "time<=1.5x": row["time_ratio"] <= 1.5,
+                "memory<=1.3x": row["peak_extra_ratio"] <= 1.3,
+            }
+        print(json.dumps(row), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+"""Configuration of CSR, condition-specified routers (EMNLP 2024, bigai-nlco/CSR), and its C-STS baselines."""
+
+from transformers import PretrainedConfig
+
+from .common import BACKBONE_SUB_CONFIG, check_choice, check_range, coerce_backbone_config
+
+
+class CsrConfig(PretrainedConfig):
+    r"""
+    Hyper-parameters of [`CsrModel`]: conditioned sentence embeddings compared by cosine similarity. With
+    `use_router=True` (the method) the condition re-weights each sentence token's attention context in the router
+    layers, `h_t = (1 + w_t) * h'_t`; with `use_router=False` the model is a C-STS tri-/bi-encoder baseline
+    (Deshpande et al. 2023).
+
+    Args:
+        backbone_config (`PretrainedConfig` or `dict`, *optional*, defaults to `None`):
+            Config of the encoder (BERT or RoBERTa family). Stored inside this config so that `from_pretrained(dir)`
+            rebuilds the whole model offline. Required to build a model.
+        architecture (`str`, *optional*, defaults to `"tri"`):
+            `"tri"`: sentence and condition are encoded separately by the shared encoder (cacheable).
+            `"bi"`: one pass over `[CLS] s SEP c SEP`, pooled over the sentence tokens.
+        use_router (`bool`, *optional*, defaults to `True`):
+            Apply the condition-specified router. `False` gives the tri-/bi-encoder baselines.
+        router_layers (`list[int]`, *optional*, defaults to `None`):
+            0-based indices of the encoder layers that route; `None` means the last layer only, as the reference
+            code does (the paper's Fig. 4a sweeps the last 1-4 layers).
+        router (`str`, *optional*, defaults to `"key"`):
+            Score of the router. Tri-encoder: `"key"` scores `q_c . K_t / sqrt(d_k)`, `q_c` the last layer's query
+            projection of the condition's first token, `K_t` layer t's key projection of the sentence tokens;
+            `"hidden"` uses the hidden states themselves instead of the query/key projections; `"heavy"` adds new
+            trainable `W_q`, `W_k` (d x d) per router layer. Bi-encoder: `"key"` is the layer's own head-averaged
+            attention of the condition's first token on the sentence tokens, renormalised over them; `"hidden"` and
+            `"heavy"` score the condition token's hidden state (or `W_q` of it) against the sentence tokens'.
+        router_scale (`str`, *optional*, defaults to `"head"`):
+            `d_k` of the single-vector tri-encoder score: `"head"` (the attention head size, the scale of the
+            reference code's attention scores) or `"hidden"` (the full hidden size, the literal single-vector
+            reading). The bi-encoder `"key"` router is an attention probability and always uses the head size.
+        weighting (`str`, *optional*, defaults to `"one_plus"`):
+            `"one_plus"`: `(1 + w) * h'`; `"only"`: `w * h'`; `"random"`: `(1 + w) * h'` with `w` a softmax of
+            Gaussian noise over the sentence tokens (ablation; not deterministic).
+        pooling (`str`, *optional*, defaults to `"mean"`):
+            Sentence embedding: `"mean"` over the non-padding (bi: sentence) tokens of the last layer, or `"cls"`.
+        tri_head (`str`, *optional*, defaults to `"none"`):
+            Condition fusion of the C-STS tri-encoder (tri architecture only): `"none"`, `"hadamard"` (the sentence
+            embedding times a linear transform of the condition embedding) or `"concat"` (`[s; c]` through
+            Linear(2d, d) and the backbone's activation).
+        classifier_dropout (`float`, *optional*, defaults to `None`):
+            Dropout of the tri-encoder heads; `None` uses the backbone's `hidden_dropout_prob`.
+        label_min (`float`, *optional*, defaults to 1.0):
+            Lowest label. The cosine similarity is trained with MSE against `(y - label_min) / (label_max -
+            label_min)` and reported as `label_min + (label_max - label_min) * cosine`.
+        label_max (`float`, *optional*, defaults to 5.0):
+            Highest label.
+        num_labels (`int`, *optional*, defaults to 1):
+            Must be 1: CSR scores a pair by cosine similarity (regression only).
+    """
+
+    model_type = "csr"
+    sub_configs_defaults = BACKBONE_SUB_CONFIG
+
+    def __init__(
+        self,
+        backbone_config=None,
+        architecture: str = "tri",
+        use_router: bool = True,
+        router_layers: "list[int] | None" = None,
+        router: str = "key",
+        router_scale: str = "head",
+        weighting: str = "one_plus",
+        pooling: str = "mean",
+        tri_head: str = "none",
+        classifier_dropout: "float | None" = None,
+        label_min: float = 1.0,
+        label_max: float = 5.0,
+        **kwargs,
+    ):
+        check_choice("architecture", architecture, ("tri", "bi"))
+        check_choice("use_router", use_router, (True, False))
+        check_choice("router", router, ("key", "hidden", "heavy"))
+        check_choice("router_scale", router_scale, ("head", "hidden"))
+        check_choice("weighting", weighting, ("one_plus", "only", "random"))
+        check_choice("pooling", pooling, ("mean", "cls"))
+        check_choice("tri_head", tri_head, ("none", "hadamard", "concat"))
+        if tri_head != "none" and architecture != "tri":
+            raise ValueError(f"`tri_head` {tri_head!r} needs architecture='tri', got {architecture!r}.")
+        if classifier_dropout is not None:
+            check_range("classifier_dropout", classifier_dropout, 0.0, 1.0)
+        check_range("label_min", label_min)
+        check_range("label_max", label_max)
+        if label_max <= label_min:
+            raise ValueError(f"`label_max` ({label_max}) must be greater than `label_min` ({label_min}).")
+        if "id2label" not in kwargs:
+            kwargs.setdefault("num_labels", 1)
+        num_labels = len(kwargs["id2label"]) if kwargs.get("id2label") is not None else kwargs.get("num_labels")
+        if num_labels is not None and num_labels != 1:
+            raise ValueError(f"`num_labels` must be 1 (CSR is a cosine-similarity regressor), got {num_labels}.")
+        self.backbone_config = coerce_backbone_config(backbone_config)
+        if router_layers is not None:
+            if isinstance(router_layers, int) or not all(
+                isinstance(t, int) and not isinstance(t, bool) for t in router_layers
+            ):
+                raise ValueError(f"`router_layers` must be a list of layer indices, got {router_layers!r}.")
+            router_layers = sorted(set(router_layers))
+            if not router_layers:
+                raise ValueError("`router_layers` must name at least one layer (or be None for the last layer).")
+            n_layers = getattr(self.backbone_config, "num_hidden_layers", None)
+            for t in router_layers:
+                if t < 0 or (n_layers is not None and t >= n_layers):
+                    raise ValueError(
+                        f"`router_layers` index {t} is out of range for a backbone with {n_layers} layers "
+                        "(0-based indices)."
+                    )
+        self.architecture = architecture
+        self.use_router = use_router
+        self.router_layers = router_layers
+        self.router = router
+        self.router_scale = router_scale
+        self.weighting = weighting
+        self.pooling = pooling
+        self.tri_head = tri_head
+        self.classifier_dropout = classifier_dropout
+        self.label_min = float(label_min)
+        self.label_max = float(label_max)
+        super().__init__(**kwargs)
+
+
+__all__ = ["CsrConfig"]

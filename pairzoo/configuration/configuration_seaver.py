@@ -1,0 +1,135 @@
+"""Configuration of SEAVER (Li, Fan, Gao 2024, "Attention Reallocation for Mitigating Distractions in Language Models
+for Conditional Semantic Textual Similarity Measurement"; official code BaixuanLi/SEAVER)."""
+
+from transformers import PretrainedConfig
+
+from .common import BACKBONE_SUB_CONFIG, check_choice, check_range, coerce_backbone_config
+
+
+class SeaverConfig(PretrainedConfig):
+    r"""
+    Hyper-parameters of [`SeaverForConditionalSimilarity`]: the C-STS cross-encoder whose last hidden state is
+    augmented by self-reweighting. From the last layer's attention probabilities, the sentence-to-condition and
+    condition-to-sentence blocks of each head give reweighting matrices `W_S = softmax(SCAttn . CSAttn)` and
+    `W_C = softmax(CSAttn . SCAttn)`; the reweighted hidden states of all heads are merged by `W_o` and added to
+    `alpha` times the last hidden state before the c-sts head.
+
+    Args:
+        backbone_config (`PretrainedConfig` or `dict`, *optional*, defaults to `None`):
+            Config of the encoder (BERT or RoBERTa family). Stored inside this config so that `from_pretrained(dir)`
+            rebuilds the whole model offline. Required to build a model.
+        alpha (`float`, *optional*, defaults to 2.0):
+            Weight of the original last hidden state in `AO = RO + alpha * O`. 2.0 is the official code's fixed
+            value; the paper's best value depends on the backbone (0, 2 or 3). Must be >= 0.
+        reweight_heads (`list[int]`, *optional*, defaults to `None`):
+            Heads of the last layer whose attention is used (paper Table 5); `None` uses all heads. `W_o` maps
+            `len(reweight_heads) * hidden_size` to `hidden_size`. Indices must be distinct and below the backbone's
+            `num_attention_heads`.
+        detach_reweighting (`bool`, *optional*, defaults to `True`):
+            Stop gradients through `W_S`/`W_C` (the official code detaches them); `False` lets the loss also train the
+            last layer's queries and keys through the reweighting matrices.
+        reweighting_source (`str`, *optional*, defaults to `"condition"`):
+            `"condition"` (the method: blocks between the sentence part and the condition part) or `"random"` (the
+            paper's Random-Augmentation ablation, Table 6: each example's non-padding tokens are split at a position
+            drawn uniformly at random, and the two off-diagonal blocks between the two random parts replace the
+            sentence/condition blocks; drawn from torch's global generator on every forward).
+        use_reweighting (`bool`, *optional*, defaults to `True`):
+            `False` drops the reweighting and `W_o`, giving exactly the cross-encoder baseline (same parameter names,
+            same outputs).
+        use_transform (`bool`, *optional*, defaults to `False`):
+            Insert the c-sts "transform" (dropout, Linear(d, d), the backbone's activation) before the head, as the
+            baseline does. The official SEAVER script trains with it (`TRANSFORM=True`); `False` keeps the baseline's
+            default so that `use_reweighting=False` with defaults equals the default baseline.
+        pooling (`str`, *optional*, defaults to `"cls"`):
+            Feature of `AO` read by the head: `"cls"` (first token), `"mean"` (mean over non-padding tokens) or
+            `"flatten"` (the official code: every position, zero beyond the sequence, flattened to
+            `flatten_length * hidden_size` features; needs `flatten_length`).
+        flatten_length (`int`, *optional*, defaults to `None`):
+            Fixed number of positions read by `pooling="flatten"` (the official code uses 128, its max length);
+            longer inputs are an error. Required with, and only with, `pooling="flatten"`.
+        classifier_dropout (`float`, *optional*, defaults to `None`):
+            Dropout of the transform; `None` uses the backbone's `hidden_dropout_prob`, as the reference code does.
+        label_min (`float`, *optional*, defaults to 1.0):
+            Lowest label of the regression scale. Labels are mapped to [0, 1] by `(y - label_min) / (label_max -
+            label_min)` for the MSE loss and predictions are mapped back.
+        label_max (`float`, *optional*, defaults to 5.0):
+            Highest label of the regression scale.
+        num_labels (`int`, *optional*, defaults to 1):
+            1 gives regression (MSE); more gives classification (cross-entropy).
+    """
+
+    model_type = "seaver"
+    sub_configs_defaults = BACKBONE_SUB_CONFIG
+
+    def __init__(
+        self,
+        backbone_config=None,
+        alpha: float = 2.0,
+        reweight_heads: "list[int] | None" = None,
+        detach_reweighting: bool = True,
+        reweighting_source: str = "condition",
+        use_reweighting: bool = True,
+        use_transform: bool = False,
+        pooling: str = "cls",
+        flatten_length: "int | None" = None,
+        classifier_dropout: "float | None" = None,
+        label_min: float = 1.0,
+        label_max: float = 5.0,
+        **kwargs,
+    ):
+        check_range("alpha", alpha, 0.0)
+        check_choice("reweighting_source", reweighting_source, ("condition", "random"))
+        check_choice("detach_reweighting", detach_reweighting, (True, False))
+        check_choice("use_reweighting", use_reweighting, (True, False))
+        check_choice("pooling", pooling, ("cls", "mean", "flatten"))
+        if pooling == "flatten":
+            if isinstance(flatten_length, bool) or not isinstance(flatten_length, int):
+                raise ValueError(
+                    f"`flatten_length` must be an integer with pooling='flatten', got {flatten_length!r}."
+                )
+            check_range("flatten_length", flatten_length, 2)
+        elif flatten_length is not None:
+            raise ValueError(f"`flatten_length` is only used with pooling='flatten', got {flatten_length!r}.")
+        if classifier_dropout is not None:
+            check_range("classifier_dropout", classifier_dropout, 0.0, 1.0)
+        check_range("label_min", label_min)
+        check_range("label_max", label_max)
+        if label_max <= label_min:
+            raise ValueError(f"`label_max` ({label_max}) must be greater than `label_min` ({label_min}).")
+        if "id2label" not in kwargs:
+            kwargs.setdefault("num_labels", 1)
+        if kwargs.get("num_labels") is not None and kwargs["num_labels"] < 1:
+            raise ValueError(f"`num_labels` must be >= 1, got {kwargs['num_labels']}.")
+        self.backbone_config = coerce_backbone_config(backbone_config)
+        self.reweight_heads = self._validated_heads(reweight_heads, self.backbone_config)
+        self.alpha = float(alpha)
+        self.detach_reweighting = detach_reweighting
+        self.reweighting_source = reweighting_source
+        self.use_reweighting = use_reweighting
+        self.use_transform = use_transform
+        self.pooling = pooling
+        self.flatten_length = flatten_length
+        self.classifier_dropout = classifier_dropout
+        self.label_min = float(label_min)
+        self.label_max = float(label_max)
+        super().__init__(**kwargs)
+
+    @staticmethod
+    def _validated_heads(heads: "list[int] | None", backbone_config: "PretrainedConfig | None") -> "list[int] | None":
+        """`None`, or a non-empty list of distinct head indices valid for the backbone (when it is known)."""
+        if heads is None:
+            return None
+        if isinstance(heads, (str, bytes)) or not isinstance(heads, (list, tuple)) or not heads:
+            raise ValueError(f"`reweight_heads` must be None or a non-empty list of head indices, got {heads!r}.")
+        num_heads = getattr(backbone_config, "num_attention_heads", None)
+        for head in heads:
+            if isinstance(head, bool) or not isinstance(head, int) or head < 0:
+                raise ValueError(f"`reweight_heads` must hold non-negative integers, got {head!r}.")
+            if num_heads is not None and head >= num_heads:
+                raise ValueError(f"`reweight_heads` index {head} is out of range for {num_heads} attention heads.")
+        if len(set(heads)) != len(heads):
+            raise ValueError(f"`reweight_heads` must not repeat a head, got {list(heads)}.")
+        return list(heads)
+
+
+__all__ = ["SeaverConfig"]

@@ -1,0 +1,569 @@
+"""CSR: condition-specified routers for conditioned sentence embeddings (Varying Sentence Representations via
+Condition-Specified Routers, EMNLP 2024; reference code bigai-nlco/CSR), with the C-STS tri-/bi-encoder baselines.
+
+Tri-encoder: the shared encoder reads the condition alone; `q_c` is the last layer's query projection of the
+condition's first token. It then reads the sentence alone, and in each router layer t the self-attention context
+`h'_t` (before the output projection) becomes `(1 + w_t) * h'_t` with `w_t = softmax(q_c . K_t / sqrt(d_k))` over
+the sentence's non-padding tokens, `K_t` the layer's own key projection of its input; the rest of the block runs as
+usual. The embedding is the mean of the last hidden states; pairs are scored by cosine similarity. The routers add no
+parameter and keep the backbone's parameter names, so pretrained weights load unchanged.
+
+Bi-encoder: one pass over `[CLS] s SEP c SEP`; `w_t` is the layer's head-averaged attention of the condition's first
+token on the sentence tokens, renormalised over them; pooling covers the sentence tokens only.
+
+Because the tri-encoder's sentence pass below the first router layer does not see the condition, sentences and
+conditions can be encoded once (`encode_sentences`, `encode_conditions`) and combined later (`embed`), running only
+the router layers onward per pair.
+"""
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+from transformers.activations import ACT2FN
+from transformers.masking_utils import create_bidirectional_mask
+from transformers.pytorch_utils import apply_chunking_to_forward
+from transformers.utils import ModelOutput
+
+from ..configuration.configuration_csr import CsrConfig
+from .common import PairzooPreTrainedModel, build_backbone, pool_hidden_states
+
+
+@dataclass
+class CsrOutput(ModelOutput):
+    r"""
+    Output of [`CsrModel`].
+
+    Args:
+        loss (`torch.FloatTensor` of shape `()`, *optional*, returned when `labels` is given):
+            MSE between the cosine similarity and the labels scaled to [0, 1].
+        logits (`torch.FloatTensor` of shape `(batch_size,)`, *optional*, returned when a second sentence is given):
+            Cosine similarity of the two conditioned embeddings.
+        scores (`torch.FloatTensor` of shape `(batch_size,)`, *optional*):
+            `label_min + (label_max - label_min) * logits`, the prediction on the label scale.
+        embeddings (`torch.FloatTensor` of shape `(batch_size, hidden_size)`):
+            Conditioned embedding of the first sentence.
+        embeddings_2 (`torch.FloatTensor` of shape `(batch_size, hidden_size)`, *optional*):
+            Conditioned embedding of the second sentence.
+        router_weights (`tuple(torch.FloatTensor)`, *optional*, with `output_router_weights=True`):
+            One `(batch_size, sequence_length)` tensor per router layer: `w_t` over the first sentence's tokens
+            (zero outside `router_mask`; each row sums to 1 over it).
+        router_weights_2 (`tuple(torch.FloatTensor)`, *optional*): the same for the second sentence.
+        router_mask (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
+            Tokens the router weights are defined on (tri: the sentence's non-padding tokens; bi: the sentence span).
+        router_mask_2 (`torch.LongTensor` of shape `(batch_size, sequence_length_2)`, *optional*): the same for the
+            second sentence.
+    """
+
+    loss: "torch.FloatTensor | None" = None
+    logits: "torch.FloatTensor | None" = None
+    scores: "torch.FloatTensor | None" = None
+    embeddings: "torch.FloatTensor | None" = None
+    embeddings_2: "torch.FloatTensor | None" = None
+    router_weights: "tuple[torch.FloatTensor, ...] | None" = None
+    router_weights_2: "tuple[torch.FloatTensor, ...] | None" = None
+    router_mask: "torch.LongTensor | None" = None
+    router_mask_2: "torch.LongTensor | None" = None
+
+
+@dataclass
+class ConditionCache:
+    """Encoded conditions for the cached tri-encoder path (plain tensors plus metadata, safetensors-friendly).
+
+    `queries` (num_conditions, num_router_layers, hidden): the router query per router layer (`q_c` for the `key`
+    router). `features` (num_conditions, hidden): the pooled condition embedding, used by the `hadamard`/`concat`
+    tri-encoder heads (width 0 when the model has none). `metadata` identifies the model that built it.
+    """
+
+    queries: torch.Tensor
+    features: torch.Tensor
+    metadata: dict = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return self.queries.shape[0]
+
+    def tensors(self) -> "dict[str, torch.Tensor]":
+        """The tensors to serialise (see `pairzoo.csr_cache.save_cache`)."""
+        return {"queries": self.queries, "features": self.features}
+
+
+@dataclass
+class SentenceCache:
+    """Encoded sentences for the cached tri-encoder path: the hidden states entering the first router layer.
+
+    `hidden_states` (num_sentences, length, hidden) and `attention_mask` (num_sentences, length); with
+    `use_router=False` they are the last layer's hidden states. `metadata` identifies the model that built it.
+    """
+
+    hidden_states: torch.Tensor
+    attention_mask: torch.Tensor
+    metadata: dict = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return self.hidden_states.shape[0]
+
+    def tensors(self) -> "dict[str, torch.Tensor]":
+        """The tensors to serialise (see `pairzoo.csr_cache.save_cache`)."""
+        return {"hidden_states": self.hidden_states, "attention_mask": self.attention_mask}
+
+
+@dataclass
+class _Route:
+    """What a router layer needs besides its own input: the condition side, prepared once per forward."""
+
+    mask: torch.Tensor  # (B, L) tokens w is defined on
+    queries: "torch.Tensor | None" = None  # tri: (B, T, d), one query per router layer
+    condition_index: "torch.Tensor | None" = None  # bi: (B,) position of the condition's first token
+    attention_mask: "torch.Tensor | None" = None  # bi: (B, L) all non-padding tokens
+    weights: list = field(default_factory=list)
+
+
+def _masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Softmax over the last axis restricted to `mask`; zero outside it."""
+    scores = scores.masked_fill(mask == 0, torch.finfo(scores.dtype).min)
+    return torch.softmax(scores, dim=-1) * mask.to(scores.dtype)
+
+
+class CsrModel(PairzooPreTrainedModel):
+    """Conditioned sentence embeddings with condition-specified routers (tri- or bi-encoder) and cosine scoring."""
+
+    config_class = CsrConfig
+
+    def __init__(self, config: CsrConfig) -> None:
+        super().__init__(config)
+        self.backbone = build_backbone(config.backbone_config)
+        backbone = config.backbone_config
+        hidden = backbone.hidden_size
+        n_layers = backbone.num_hidden_layers
+        layers = config.router_layers if config.router_layers is not None else [n_layers - 1]
+        for t in layers:
+            if not 0 <= t < n_layers:
+                raise ValueError(f"`router_layers` index {t} is out of range for a backbone with {n_layers} layers.")
+        self.routed_layers = list(layers) if config.use_router else []
+        if config.use_router and config.router == "heavy":
+            self.router_query = nn.ModuleDict({str(t): nn.Linear(hidden, hidden) for t in self.routed_layers})
+            self.router_key = nn.ModuleDict({str(t): nn.Linear(hidden, hidden) for t in self.routed_layers})
+        dropout = config.classifier_dropout if config.classifier_dropout is not None else backbone.hidden_dropout_prob
+        if config.tri_head == "hadamard":
+            self.condition_transform = nn.Sequential(nn.Dropout(dropout), nn.Linear(hidden, hidden))
+        elif config.tri_head == "concat":
+            self.concat_transform = nn.Sequential(
+                nn.Dropout(dropout), nn.Linear(2 * hidden, hidden), ACT2FN[backbone.hidden_act]
+            )
+        self.post_init()
+
+    @property
+    def input_format(self) -> str:
+        """`tri` or `bi`: selects the collator and the pipeline's input encoding."""
+        return self.config.architecture
+
+    # ------------------------------------------------------------------------------------------ encoder pieces
+
+    @property
+    def _layers(self) -> nn.ModuleList:
+        return self.backbone.encoder.layer
+
+    @property
+    def _start_layer(self) -> int:
+        """First layer whose output depends on the condition (tri-encoder); the layer count without routers."""
+        return self.routed_layers[0] if self.routed_layers else len(self._layers)
+
+    def _layer_mask(self, hidden: torch.Tensor, attention_mask: torch.Tensor):
+        return create_bidirectional_mask(
+            config=self.backbone.config, inputs_embeds=hidden, attention_mask=attention_mask
+        )
+
+    def _hidden_before(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        token_type_ids: "torch.Tensor | None",
+        stop: int,
+    ) -> torch.Tensor:
+        """Hidden states entering layer `stop` (the backbone's own forward when `stop` is the layer count)."""
+        if stop == len(self._layers):
+            return self.backbone(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).last_hidden_state
+        hidden = self.backbone.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)
+        mask = self._layer_mask(hidden, attention_mask)
+        for layer in self._layers[:stop]:
+            hidden = layer(hidden, mask)
+        return hidden
+
+    def _scale(self, self_attention: nn.Module) -> float:
+        size = (
+            self_attention.attention_head_size
+            if self.config.router_scale == "head"
+            else self.config.backbone_config.hidden_size
+        )
+        return 1.0 / math.sqrt(size)
+
+    def _router_weights(self, t: int, k: int, hidden: torch.Tensor, route: _Route) -> torch.Tensor:
+        """w_t (B, L) of router layer `t` (the `k`-th router layer) from its input `hidden` (B, L, d)."""
+        self_attention = self._layers[t].attention.self
+        router = self.config.router
+        if self.config.architecture == "bi" and router == "key":
+            # the layer's own attention of the condition's first token, recomputed from its query/key projections
+            heads, size = self_attention.num_attention_heads, self_attention.attention_head_size
+            rows = torch.arange(hidden.shape[0], device=hidden.device)
+            query = self_attention.query(hidden[rows, route.condition_index]).view(-1, heads, 1, size)
+            keys = self_attention.key(hidden).view(hidden.shape[0], -1, heads, size).transpose(1, 2)
+            scores = (query @ keys.transpose(-1, -2)).squeeze(2) / math.sqrt(size)
+            probs = _masked_softmax(scores, route.attention_mask.unsqueeze(1)).mean(1)
+            probs = probs * route.mask.to(probs.dtype)
+            weights = probs / probs.sum(-1, keepdim=True).clamp_min(1e-12)
+        else:
+            if self.config.architecture == "bi":
+                rows = torch.arange(hidden.shape[0], device=hidden.device)
+                query = hidden[rows, route.condition_index]
+                if router == "heavy":
+                    query = self.router_query[str(t)](query)
+            else:
+                query = route.queries[:, k]
+            if router == "key":
+                keys = self_attention.key(hidden)
+            elif router == "heavy":
+                keys = self.router_key[str(t)](hidden)
+            else:
+                keys = hidden
+            scores = torch.einsum("bd,bld->bl", query, keys) * self._scale(self_attention)
+            weights = _masked_softmax(scores, route.mask)
+        if self.config.weighting == "random":
+            weights = _masked_softmax(torch.randn_like(weights), route.mask)
+        return weights
+
+    def _router_layer(self, t: int, k: int, hidden: torch.Tensor, mask, route: _Route) -> torch.Tensor:
+        """One encoder block with the router: the attention context is re-weighted before the output projection."""
+        layer = self._layers[t]
+        context, _ = layer.attention.self(hidden, attention_mask=mask)
+        weights = self._router_weights(t, k, hidden, route)
+        route.weights.append(weights)
+        factor = weights if self.config.weighting == "only" else 1.0 + weights
+        attention_output = layer.attention.output(context * factor.unsqueeze(-1).to(context.dtype), hidden)
+        return apply_chunking_to_forward(
+            layer.feed_forward_chunk, layer.chunk_size_feed_forward, layer.seq_len_dim, attention_output
+        )
+
+    def _run_from(self, hidden: torch.Tensor, attention_mask: torch.Tensor, start: int, route: _Route) -> torch.Tensor:
+        """Run layers `start` onward, routing in the router layers; returns the last hidden states."""
+        if start == len(self._layers):
+            return hidden
+        mask = self._layer_mask(hidden, attention_mask)
+        for t in range(start, len(self._layers)):
+            if t in self.routed_layers:
+                hidden = self._router_layer(t, self.routed_layers.index(t), hidden, mask, route)
+            else:
+                hidden = self._layers[t](hidden, mask)
+        return hidden
+
+    # ------------------------------------------------------------------------------------------ tri-encoder
+
+    def _condition_side(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: "torch.Tensor | None"
+    ) -> "tuple[torch.Tensor, torch.Tensor]":
+        """Router queries (B, T, d) and pooled condition features (B, d or 0) of a condition batch."""
+        n_layers = len(self._layers)
+        batch = input_ids.shape[0]
+        hidden_size = self.config.backbone_config.hidden_size
+        needs_features = self.config.tri_head != "none"
+        queries = torch.zeros(batch, 0, hidden_size, device=input_ids.device)
+        features = torch.zeros(batch, 0, device=input_ids.device)
+        if not self.routed_layers and not needs_features:
+            return queries, features
+        before_last = self._hidden_before(input_ids, attention_mask, token_type_ids, n_layers - 1)
+        first = before_last[:, 0]
+        if self.routed_layers:
+            if self.config.router == "key":
+                query = self._layers[-1].attention.self.query(first)
+                queries = query.unsqueeze(1).expand(-1, len(self.routed_layers), -1)
+            elif self.config.router == "hidden":
+                queries = first.unsqueeze(1).expand(-1, len(self.routed_layers), -1)
+            else:
+                queries = torch.stack([self.router_query[str(t)](first) for t in self.routed_layers], dim=1)
+        if needs_features:
+            last = self._layers[-1](before_last, self._layer_mask(before_last, attention_mask))
+            features = pool_hidden_states(last, attention_mask, self.config.pooling)
+        return queries, features
+
+    def _tri_head(self, embeddings: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
+        """The C-STS tri-encoder fusion of a sentence embedding with its condition embedding."""
+        if self.config.tri_head == "hadamard":
+            return embeddings * self.condition_transform(features)
+        if self.config.tri_head == "concat":
+            return self.concat_transform(torch.cat([embeddings, features], dim=-1))
+        return embeddings
+
+    def _tri_sentence(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        token_type_ids: "torch.Tensor | None",
+        queries: torch.Tensor,
+        features: torch.Tensor,
+    ) -> "tuple[torch.Tensor, list[torch.Tensor]]":
+        start = self._start_layer
+        hidden = self._hidden_before(input_ids, attention_mask, token_type_ids, start)
+        route = _Route(mask=attention_mask, queries=queries)
+        hidden = self._run_from(hidden, attention_mask, start, route)
+        embeddings = pool_hidden_states(hidden, attention_mask, self.config.pooling)
+        return self._tri_head(embeddings, features), route.weights
+
+    # ------------------------------------------------------------------------------------------ bi-encoder
+
+    def _bi_sentence(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        token_type_ids: "torch.Tensor | None",
+        sentence_mask: torch.Tensor,
+        condition_mask: torch.Tensor,
+    ) -> "tuple[torch.Tensor, list[torch.Tensor]]":
+        if sentence_mask is None or condition_mask is None:
+            raise ValueError(
+                "the bi-encoder needs `sentence_mask` and `condition_mask` (use `encode_bi_inputs`, which builds "
+                "`[CLS] s SEP c SEP` with both masks)."
+            )
+        if not bool((condition_mask.sum(1) > 0).all()):
+            raise ValueError("every bi-encoder row needs at least one condition token in `condition_mask`.")
+        route = _Route(
+            mask=sentence_mask,
+            condition_index=condition_mask.long().argmax(1),
+            attention_mask=attention_mask,
+        )
+        if self.routed_layers:
+            hidden = self.backbone.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)
+            hidden = self._run_from(hidden, attention_mask, 0, route)
+        else:
+            hidden = self._hidden_before(input_ids, attention_mask, token_type_ids, len(self._layers))
+        return pool_hidden_states(hidden, sentence_mask, self.config.pooling), route.weights
+
+    # ------------------------------------------------------------------------------------------ forward
+
+    def forward(
+        self,
+        input_ids: "torch.LongTensor | None" = None,
+        attention_mask: "torch.LongTensor | None" = None,
+        token_type_ids: "torch.LongTensor | None" = None,
+        input_ids_2: "torch.LongTensor | None" = None,
+        attention_mask_2: "torch.LongTensor | None" = None,
+        token_type_ids_2: "torch.LongTensor | None" = None,
+        input_ids_3: "torch.LongTensor | None" = None,
+        attention_mask_3: "torch.LongTensor | None" = None,
+        token_type_ids_3: "torch.LongTensor | None" = None,
+        sentence_mask: "torch.LongTensor | None" = None,
+        condition_mask: "torch.LongTensor | None" = None,
+        sentence_mask_2: "torch.LongTensor | None" = None,
+        condition_mask_2: "torch.LongTensor | None" = None,
+        labels: "torch.Tensor | None" = None,
+        output_router_weights: "bool | None" = None,
+        **kwargs,
+    ) -> CsrOutput:
+        r"""
+        Args:
+            input_ids (`torch.LongTensor` of shape `(batch_size, sequence_length)`): tri: the first sentence alone;
+                bi: `[CLS] s1 SEP c SEP`. Built by `pairzoo.pipelines.encode_tri_inputs` / `encode_bi_inputs`.
+            attention_mask (`torch.LongTensor` of shape `(batch_size, sequence_length)`): 1 for tokens, 0 for padding.
+            input_ids_2, attention_mask_2 (*optional*): the same for the second sentence; without them only
+                `embeddings` is returned.
+            input_ids_3, attention_mask_3 (tri): the condition alone.
+            sentence_mask, condition_mask, sentence_mask_2, condition_mask_2 (bi): spans of the sentence
+                (`[CLS] s SEP`) and of the condition (`c SEP`) in each sequence.
+            labels (`torch.Tensor` of shape `(batch_size,)`, *optional*): similarity on the label scale.
+            output_router_weights (`bool`, *optional*): also return `w_t` per router layer.
+        """
+        if input_ids is None:
+            raise ValueError("`input_ids` is required.")
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        if input_ids_2 is not None and attention_mask_2 is None:
+            attention_mask_2 = torch.ones_like(input_ids_2)
+        second = input_ids_2 is not None
+        if self.config.architecture == "tri":
+            needs_condition = bool(self.routed_layers) or self.config.tri_head != "none"
+            if input_ids_3 is None and needs_condition:
+                raise ValueError("the tri-encoder needs the condition as `input_ids_3` / `attention_mask_3`.")
+            if input_ids_3 is not None:
+                if attention_mask_3 is None:
+                    attention_mask_3 = torch.ones_like(input_ids_3)
+                queries, features = self._condition_side(input_ids_3, attention_mask_3, token_type_ids_3)
+            else:
+                queries = features = None
+            emb1, w1 = self._tri_sentence(input_ids, attention_mask, token_type_ids, queries, features)
+            emb2, w2 = (
+                self._tri_sentence(input_ids_2, attention_mask_2, token_type_ids_2, queries, features)
+                if second
+                else (None, None)
+            )
+            mask1, mask2 = attention_mask, attention_mask_2
+        else:
+            emb1, w1 = self._bi_sentence(input_ids, attention_mask, token_type_ids, sentence_mask, condition_mask)
+            emb2, w2 = (
+                self._bi_sentence(input_ids_2, attention_mask_2, token_type_ids_2, sentence_mask_2, condition_mask_2)
+                if second
+                else (None, None)
+            )
+            mask1, mask2 = sentence_mask, sentence_mask_2
+        loss = logits = scores = None
+        if second:
+            logits = nn.functional.cosine_similarity(emb1, emb2, dim=-1)
+            span = self.config.label_max - self.config.label_min
+            scores = self.config.label_min + span * logits
+            if labels is not None:
+                target = (labels.to(logits.dtype) - self.config.label_min) / span
+                loss = nn.functional.mse_loss(logits, target)
+        elif labels is not None:
+            raise ValueError("`labels` need a second sentence (`input_ids_2`) to score against.")
+        router = bool(output_router_weights) and bool(self.routed_layers)
+        return CsrOutput(
+            loss=loss,
+            logits=logits,
+            scores=scores,
+            embeddings=emb1,
+            embeddings_2=emb2,
+            router_weights=tuple(w1) if router else None,
+            router_weights_2=tuple(w2) if router and second else None,
+            router_mask=mask1 if router else None,
+            router_mask_2=mask2 if router and second else None,
+        )
+
+    def embed_plain(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: "torch.Tensor | None" = None
+    ) -> torch.Tensor:
+        """(B, d) embedding of texts without a condition (the backbone's pooled output; e.g. KG tail entities)."""
+        hidden = self._hidden_before(input_ids, attention_mask, token_type_ids, len(self._layers))
+        return pool_hidden_states(hidden, attention_mask, self.config.pooling)
+
+    # ------------------------------------------------------------------------------------------ caching
+
+    def _fingerprint(self) -> str:
+        """A cheap fingerprint of the backbone weights (strided samples of every parameter), to tell models apart."""
+        totals = []
+        with torch.no_grad():
+            for param in self.backbone.parameters():
+                flat = param.detach().reshape(-1)
+                sample = flat[:: max(1, flat.numel() // 512)].double().cpu()
+                position = torch.arange(1, sample.numel() + 1, dtype=torch.float64)
+                totals += [sample.sum(), (sample * position).sum()]
+        values = torch.stack(totals)
+        position = torch.arange(1, values.numel() + 1, dtype=torch.float64)
+        return f"{values.sum().item():.10e}/{(values * position).sum().item():.10e}"
+
+    def _cache_metadata(self, kind: str) -> "dict[str, str]":
+        return {
+            "kind": kind,
+            "model_type": self.config.model_type,
+            "backbone": str(getattr(self.config.backbone_config, "name_or_path", "") or ""),
+            "backbone_fingerprint": self._fingerprint(),
+            "router_layers": ",".join(str(t) for t in self.routed_layers),
+            "router": self.config.router,
+            "tri_head": self.config.tri_head,
+            "pooling": self.config.pooling,
+        }
+
+    def _check_cache(self, cache, kind: str, cls: type, expected: "dict[str, str]") -> None:
+        if not isinstance(cache, cls):
+            raise ValueError(f"expected a {cls.__name__}, got {type(cache).__name__}.")
+        if len(cache) == 0:
+            raise ValueError(f"the {kind} cache is empty.")
+        metadata = cache.metadata or {}
+        if metadata.get("kind") != kind:
+            raise ValueError(f"this is a {metadata.get('kind')!r} cache, not a {kind!r} cache.")
+        for key, value in expected.items():
+            if key == "kind":
+                continue
+            if metadata.get(key) != value:
+                what = {"backbone_fingerprint": "backbone weights"}.get(key, key)
+                raise ValueError(
+                    f"the {kind} cache was built by a different model: {what} {metadata.get(key)!r} != {value!r} of "
+                    "this model; rebuild the cache with this model."
+                )
+
+    def _require_tri(self) -> None:
+        if self.config.architecture != "tri":
+            raise ValueError("caching needs architecture='tri': the bi-encoder reads sentence and condition together.")
+
+    @staticmethod
+    def _texts(texts, field: str) -> "list[str]":
+        if isinstance(texts, str):
+            texts = [texts]
+        texts = list(texts)
+        if not texts:
+            raise ValueError(f"`{field}` is empty: give at least one text.")
+        for i, text in enumerate(texts):
+            if not isinstance(text, str) or not text.strip():
+                raise ValueError(f"`{field}`[{i}] must be a non-empty string, got {text!r}.")
+        return texts
+
+    @torch.no_grad()
+    def encode_conditions(
+        self, texts: "list[str]", tokenizer, max_length: int = 128, batch_size: int = 64
+    ) -> ConditionCache:
+        """Encode conditions once (tokenised with `tokenizer`, the backbone's); reuse with any sentence cache."""
+        self._require_tri()
+        texts = self._texts(texts, "texts")
+        queries, features = [], []
+        for i in range(0, len(texts), batch_size):
+            batch = tokenizer(
+                texts[i : i + batch_size], truncation=True, max_length=max_length, padding=True, return_tensors="pt"
+            )
+            q, f = self._condition_side(
+                batch["input_ids"].to(self.device), batch["attention_mask"].to(self.device), None
+            )
+            queries.append(q.contiguous())
+            features.append(f)
+        return ConditionCache(torch.cat(queries), torch.cat(features), self._cache_metadata("condition"))
+
+    @torch.no_grad()
+    def encode_sentences(
+        self, texts: "list[str]", tokenizer, max_length: int = 128, batch_size: int = 64
+    ) -> SentenceCache:
+        """Encode sentences once up to the first router layer (tokenised with `tokenizer`, the backbone's)."""
+        self._require_tri()
+        texts = self._texts(texts, "texts")
+        hidden, masks = [], []
+        for i in range(0, len(texts), batch_size):
+            batch = tokenizer(
+                texts[i : i + batch_size], truncation=True, max_length=max_length, padding=True, return_tensors="pt"
+            )
+            mask = batch["attention_mask"].to(self.device)
+            hidden.append(self._hidden_before(batch["input_ids"].to(self.device), mask, None, self._start_layer))
+            masks.append(mask)
+        width = max(m.shape[1] for m in masks)
+        hidden = torch.cat([nn.functional.pad(h, (0, 0, 0, width - h.shape[1])) for h in hidden])
+        masks = torch.cat([nn.functional.pad(m, (0, width - m.shape[1])) for m in masks])
+        return SentenceCache(hidden, masks, self._cache_metadata("sentence"))
+
+    @torch.no_grad()
+    def embed(self, sentences: SentenceCache, conditions: ConditionCache, batch_size: int = 256) -> torch.Tensor:
+        """Conditioned embeddings (num_sentences, num_conditions, hidden) of every (sentence, condition) pair.
+
+        Only the layers from the first router layer onward run, `batch_size` pairs at a time.
+        """
+        self._require_tri()
+        expected = self._cache_metadata("sentence")
+        self._check_cache(sentences, "sentence", SentenceCache, expected)
+        self._check_cache(conditions, "condition", ConditionCache, {**expected, "kind": "condition"})
+        if batch_size < 1:
+            raise ValueError(f"`batch_size` must be >= 1, got {batch_size}.")
+        n_s, n_c = len(sentences), len(conditions)
+        hidden_all = sentences.hidden_states.to(self.device)
+        mask_all = sentences.attention_mask.to(self.device)
+        queries_all, features_all = conditions.queries.to(self.device), conditions.features.to(self.device)
+        out = torch.empty(n_s * n_c, self.config.backbone_config.hidden_size, device=self.device)
+        pairs = torch.arange(n_s * n_c, device=self.device)
+        for i in range(0, n_s * n_c, batch_size):
+            index = pairs[i : i + batch_size]
+            s, c = index // n_c, index % n_c
+            mask = mask_all[s]
+            width = int(mask.sum(1).max())
+            mask = mask[:, :width]
+            route = _Route(mask=mask, queries=queries_all[c])
+            hidden = self._run_from(hidden_all[s, :width], mask, self._start_layer, route)
+            embeddings = pool_hidden_states(hidden, mask, self.config.pooling)
+            out[i : i + len(index)] = self._tri_head(embeddings, features_all[c])
+        return out.view(n_s, n_c, -1)
+
+
+__all__ = ["ConditionCache", "CsrModel", "CsrOutput", "SentenceCache"]

@@ -1,0 +1,195 @@
+"""Figures of the pairzoo methods, one public function per figure, drawn with matplotlib.
+
+matplotlib is imported inside the drawing helper only, so `import pairzoo` (and this module) works without it. Figures
+are drawn on a standalone `matplotlib.figure.Figure` (no pyplot state, no GUI backend) and written to a file.
+
+- `seaver_attention_maps` / `plot_seaver_reweighting`: SEAVER's sentence-part reweighting W_S next to the
+  head-averaged last-layer attention it replaces (paper Figures 4 and 6).
+- `router_weights_for` / `plot_router_weights`: CSR's router weights over the tokens of one sentence under several
+  conditions (paper Fig. 7).
+- `plot_combined_attention`: Comateformer's affinity E, difference N and combined M of one head (paper Fig. 6).
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .modeling.common import last_layer_attention_probabilities
+from .modeling.modeling_comateformer import combined_heads_per_layer
+from .pipelines.pipeline_conditional_similarity import encode_bi_inputs, encode_conditional_inputs, encode_tri_inputs
+
+
+def _draw_heatmaps(
+    panels: "list[tuple[str, torch.Tensor]]",
+    row_labels: "list[str]",
+    column_labels: "list[str]",
+    path: "str | Path",
+    title: "str | None" = None,
+    cmap: str = "viridis",
+    diverging: "frozenset[str]" = frozenset(),
+) -> Path:
+    """Draw labelled heatmaps side by side (one per `(panel title, 2-D matrix)`) and write them to `path`.
+
+    Every matrix is (len(row_labels), len(column_labels)); each panel has its own colour bar. Panels named in
+    `diverging` use a red-blue map centred on zero (for signed scores).
+    """
+    try:
+        from matplotlib.figure import Figure
+    except ImportError as err:
+        raise ImportError("pairzoo.visualize needs matplotlib (pip install 'pairzoo[train]').") from err
+    for name, matrix in panels:
+        if tuple(matrix.shape) != (len(row_labels), len(column_labels)):
+            raise ValueError(
+                f"panel {name!r} has shape {tuple(matrix.shape)} but there are {len(row_labels)} row and "
+                f"{len(column_labels)} column labels."
+            )
+    size = max(4.0, 0.28 * max(len(row_labels), len(column_labels)) + 1.5)
+    figure = Figure(figsize=(size * len(panels) + 1.0, size + 0.6), layout="constrained")
+    for axes, (name, matrix) in zip(figure.subplots(1, len(panels), squeeze=False)[0], panels):
+        values = matrix.detach().float().cpu().numpy()
+        if name in diverging:
+            bound = max(float(abs(values).max()), 1e-12)
+            image = axes.imshow(values, cmap="RdBu_r", vmin=-bound, vmax=bound, aspect="auto")
+        else:
+            image = axes.imshow(values, cmap=cmap, aspect="auto")
+        axes.set_title(name)
+        axes.set_xticks(range(len(column_labels)), column_labels, rotation=90, fontsize=7)
+        axes.set_yticks(range(len(row_labels)), row_labels, fontsize=7)
+        figure.colorbar(image, ax=axes, shrink=0.8)
+    if title:
+        figure.suptitle(title)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=150)
+    return path
+
+
+@dataclass
+class SeaverAttentionMaps:
+    """What `plot_seaver_reweighting` draws, for one example.
+
+    Attributes:
+        tokens: the sentence-part tokens (first token through the separator after the last sentence).
+        attention: (l_s, l_s) head-averaged last-layer attention probabilities on the sentence part (of the baseline
+            model when one is given, otherwise of the SEAVER model's own encoder).
+        reweighting: (l_s, l_s) SEAVER's W_S averaged over the reweighting heads.
+    """
+
+    tokens: "list[str]"
+    attention: torch.Tensor
+    reweighting: torch.Tensor
+
+
+@torch.no_grad()
+def seaver_attention_maps(
+    model,
+    tokenizer,
+    sentence1: str,
+    sentence2: "str | None",
+    condition: str,
+    baseline_model=None,
+    max_length: "int | None" = None,
+) -> SeaverAttentionMaps:
+    """Run a SEAVER model (pairzoo or exported remote code) on one example and collect the maps of its figure.
+
+    `baseline_model` (e.g. a trained cross-encoder on the same tokenizer) supplies the attention panel; without it
+    the panel shows the SEAVER encoder's own last-layer attention, the matrix whose blocks SEAVER reweights.
+    """
+    batch = encode_conditional_inputs(tokenizer, sentence1, sentence2, condition, max_length=max_length)
+    device = next(model.parameters()).device
+    batch = {k: v.to(device) for k, v in batch.items()}
+    out = model.eval()(**batch, output_reweighting=True)
+    if out.reweighting_sentence is None:
+        raise ValueError("the model returned no reweighting: is it a SEAVER model with `use_reweighting=True`?")
+    length = int(out.sentence_mask[0].sum())
+    if baseline_model is None:
+        attention = out.last_layer_attentions
+    else:
+        baseline_model = baseline_model.eval()
+        hidden = baseline_model.backbone(**batch, output_hidden_states=True).hidden_states[-2]
+        attention = last_layer_attention_probabilities(baseline_model.backbone, hidden, batch["attention_mask"])
+    tokens = tokenizer.convert_ids_to_tokens(batch["input_ids"][0, :length].tolist())
+    return SeaverAttentionMaps(
+        tokens=tokens,
+        attention=attention[0, :, :length, :length].mean(0).cpu(),
+        reweighting=out.reweighting_sentence[0, :, :length, :length].mean(0).cpu(),
+    )
+
+
+def plot_seaver_reweighting(maps: SeaverAttentionMaps, path: "str | Path", title: "str | None" = None) -> Path:
+    """Paper Figures 4/6: head-averaged last-layer attention next to SEAVER's W_S, tokens on both axes, as a PNG."""
+    panels = [("last-layer attention (head mean)", maps.attention), ("SEAVER W_S (head mean)", maps.reweighting)]
+    return _draw_heatmaps(panels, maps.tokens, maps.tokens, path, title=title)
+
+
+@torch.no_grad()
+def router_weights_for(model, tokenizer, sentence: str, conditions: "list[str]", layer: int = -1) -> tuple:
+    """Tokens of `sentence` and a (num_conditions, num_tokens) tensor of CSR router weights `w` of router layer
+    `layer` (an index into the model's router layers) for each condition."""
+    if not conditions:
+        raise ValueError("`conditions` is empty: give at least one condition.")
+    if not getattr(model, "routed_layers", None):
+        raise ValueError("the model has no router layers (use_router=False): nothing to plot.")
+    model.eval()
+    sentences = [sentence] * len(conditions)
+    encode = encode_tri_inputs if model.input_format == "tri" else encode_bi_inputs
+    inputs = encode(tokenizer, sentences, None, conditions)
+    out = model(**inputs, output_router_weights=True)
+    keep = out.router_mask[0].bool()
+    tokens = tokenizer.convert_ids_to_tokens(inputs["input_ids"][0][keep].tolist())
+    return tokens, out.router_weights[layer][:, keep].cpu()
+
+
+def plot_router_weights(
+    model, tokenizer, sentence: str, conditions: "list[str]", path: "str | Path", layer: int = -1
+) -> Path:
+    """CSR paper Fig. 7: router weights over the tokens of `sentence` (columns) under each condition (rows), as PNG."""
+    tokens, weights = router_weights_for(model, tokenizer, sentence, conditions, layer)
+    title = f"CSR router weights (router layer {model.routed_layers[layer]})"
+    return _draw_heatmaps([("router weight w", weights)], conditions, tokens, path, title=title, cmap="Reds")
+
+
+def plot_combined_attention(
+    model, tokenizer, sentence1: str, sentence2: str, path: "str | Path", layer: "int | None" = None, head: int = 0
+) -> Path:
+    """Comateformer paper Fig. 6: E, N and M of combined head `head` of encoder `layer` (default: the first layer
+    with combined heads) for the pair (`sentence1`, `sentence2`), query tokens as rows and key tokens as columns.
+
+    E.g. `plot_combined_attention(model, tok, "hardware engineer", "software engineer", "fig6.png")`.
+    """
+    heads = combined_heads_per_layer(model.config)
+    if not heads:
+        raise ValueError("the model has no combined heads (`combined_layers` / `combined_head_fraction`).")
+    layer = next(iter(heads)) if layer is None else layer
+    if layer not in heads:
+        raise ValueError(f"`layer` must be one of the layers with combined heads {list(heads)}, got {layer!r}.")
+    if isinstance(head, bool) or not isinstance(head, int) or not 0 <= head < heads[layer]:
+        raise ValueError(f"`head` must be in [0, {heads[layer]}) for layer {layer}, got {head!r}.")
+    batch = tokenizer(sentence1, sentence2, return_tensors="pt")
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        out = model(**batch, output_combined_attention=True)
+    model.train(was_training)
+    index = list(heads).index(layer)
+    tokens = tokenizer.convert_ids_to_tokens(batch["input_ids"][0])
+    panels = [
+        ("E (affinity)", out.affinity[index][0, head]),
+        ("N (difference)", out.difference[index][0, head]),
+        ("M (combined)", out.combined_attention[index][0, head]),
+    ]
+    title = f"Comateformer layer {layer}, head {head} (rows: queries, columns: keys)"
+    return _draw_heatmaps(
+        panels, tokens, tokens, path, title=title, diverging=frozenset({"E (affinity)", "M (combined)"})
+    )
+
+
+__all__ = [
+    "SeaverAttentionMaps",
+    "plot_combined_attention",
+    "plot_router_weights",
+    "plot_seaver_reweighting",
+    "router_weights_for",
+    "seaver_attention_maps",
+]

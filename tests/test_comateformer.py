@@ -1,0 +1,425 @@
+"""Comateformer: harness on tiny BERT/RoBERTa, the combined-attention equations recomputed from the layer's own
+projections, the head-selection rule, padding, gradients of the L1 term, config validation, export and the plot."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import pytest
+import torch
+from model_harness import ROWS, ModelHarness
+from transformers import AutoModel, set_seed
+
+from pairzoo import ComateformerConfig, ComateformerModel, create_model, load_tokenizer
+from pairzoo.hub_cards import export_model
+from pairzoo.modeling.modeling_comateformer import combined_attention_maps, num_combined_heads
+from pairzoo.training.collators import SentencePairCollator, make_collator
+
+TINY = {"combined_layers": [0, 1], "combined_head_fraction": [0.5, 0.3]}  # tiny backbones: 2 layers, 4 heads
+
+
+def pair_inputs(tokenizer, rows: list[dict], num_labels: int = 1) -> dict:
+    """The tokenizer's pair encoding of `rows` (padded), with labels, as the training collator builds it."""
+    batch = dict(
+        tokenizer([r["sentence1"] for r in rows], [r["sentence2"] for r in rows], padding=True, return_tensors="pt")
+    )
+    labels = [r["label"] for r in rows]
+    if num_labels > 1:
+        labels = [int(label) % num_labels for label in labels]
+    batch["labels"] = torch.tensor(labels)
+    return batch
+
+
+class TestComateformer(ModelHarness):
+    model_name = "comateformer"
+    config_overrides = TINY
+
+    def make_inputs(self, tokenizer, rows, model):
+        return pair_inputs(tokenizer, rows, model.config.num_labels)
+
+
+class TestComateformerClassificationAblation(ModelHarness):
+    """Classification with every ablation switch moved off its default; RoBERTa only (BERT is covered above)."""
+
+    model_name = "comateformer"
+    config_overrides = {
+        "combined_layers": [1],
+        "combined_head_fraction": 1.0,
+        "num_labels": 3,
+        "gate": "center",
+        "affinity_fn": "sigmoid",
+        "difference_fn": "arctan",
+        "center_affinity": True,
+        "alpha": 0.5,
+        "beta": 2.0,
+    }
+
+    @pytest.fixture(params=["tiny-roberta"])
+    def backbone(self, request) -> str:
+        return request.param
+
+    def make_inputs(self, tokenizer, rows, model):
+        return pair_inputs(tokenizer, rows, model.config.num_labels)
+
+
+# ------------------------------------------------------------------------------------------- independent references
+
+
+def reference_maps(
+    q,
+    k,
+    keep,
+    alpha=1.0,
+    beta=1.0,
+    gate="double_sigmoid",
+    affinity_fn="tanh",
+    difference_fn="sigmoid",
+    center_affinity=False,
+    center_difference=False,
+):
+    """E, N, M written out naively: the (..., L, L, d) difference tensor, explicit masked row means."""
+    d = q.shape[-1]
+    e = alpha * torch.einsum("...id,...jd->...ij", q, k) / d**0.5
+    n = -beta * (q[..., :, None, :] - k[..., None, :, :]).abs().sum(-1) / d**0.5
+    w = torch.ones_like(e) if keep is None else keep.expand_as(e).to(e.dtype)
+
+    def centre(x):
+        return x - (x * w).sum(-1, keepdim=True) / w.sum(-1, keepdim=True)
+
+    e_in = centre(e) if center_affinity else e
+    n_in = centre(n) if center_difference or gate == "center" else n
+    phi = {"sigmoid": torch.sigmoid, "tanh": torch.tanh, "arctan": torch.atan}[difference_fn]
+    psi = {"tanh": torch.tanh, "sigmoid": torch.sigmoid}[affinity_fn]
+    g = 2 * phi(n_in) if gate == "double_sigmoid" else phi(n_in)
+    return e, n, psi(e_in) * g * w
+
+
+def capture_self_attention(model, layer: int, inputs: dict):
+    """Input hidden states and output (before the output projection) of `layer`'s self-attention module."""
+    seen = {}
+    module = model.backbone.encoder.layer[layer].attention.self
+    pre = module.register_forward_pre_hook(lambda m, args, kwargs: seen.update(hidden=args[0]), with_kwargs=True)
+    post = module.register_forward_hook(lambda m, args, output: seen.update(output=output[0]))
+    try:
+        with torch.no_grad():
+            model(**inputs)
+    finally:
+        pre.remove()
+        post.remove()
+    return module, seen["hidden"], seen["output"]
+
+
+@pytest.mark.parametrize("backbone", ["tiny-bert", "tiny-roberta"])
+def test_heads_recomputed_from_the_layers_own_projections(backbone):
+    """Head 0 (combined) = M V from the layer's own W_Q, W_K, W_V; the first non-combined head is softmax attention;
+    padding keys contribute nothing; the number of combined heads is ceil(f * H)."""
+    set_seed(0)
+    model = create_model(
+        "comateformer", backbone=backbone, combined_layers=[1], combined_head_fraction=0.3, alpha=1.3, beta=0.7
+    ).eval()
+    tokenizer = load_tokenizer(backbone)
+    inputs = pair_inputs(tokenizer, ROWS)
+    inputs.pop("labels")
+    assert inputs["attention_mask"].min() == 0, "the batch must contain padding"
+    module, hidden, output = capture_self_attention(model, 1, inputs)
+    heads, size = module.num_attention_heads, module.attention_head_size
+    assert module.num_combined_heads == 2 == num_combined_heads(0.3, heads)  # ceil(0.3 * 4) = 2
+
+    def project(linear):
+        return (hidden @ linear.weight.T + linear.bias).view(*hidden.shape[:2], heads, size).transpose(1, 2)
+
+    q, k, v = project(module.query), project(module.key), project(module.value)
+    keep = inputs["attention_mask"].bool()[:, None, :]  # (B, 1, Lk) over queries
+    for h in range(heads):
+        got = output.view(*hidden.shape[:2], heads, size)[:, :, h]
+        if h < module.num_combined_heads:
+            _, _, m = reference_maps(q[:, h], k[:, h], keep, alpha=1.3, beta=0.7)
+            expected = m @ v[:, h]
+        else:
+            scores = (q[:, h] @ k[:, h].transpose(-1, -2)) / size**0.5
+            expected = scores.masked_fill(~keep, float("-inf")).softmax(-1) @ v[:, h]
+        torch.testing.assert_close(got, expected, rtol=0, atol=1e-5, msg=f"head {h}")
+
+
+@pytest.mark.parametrize(
+    "fraction, heads, expected",
+    [(0.5, 12, 6), (0.4, 12, 5), (0.3, 12, 4), (0.3, 10, 3), (0.0, 12, 0), (1.0, 12, 12), (0.01, 12, 1)],
+)
+def test_number_of_combined_heads_is_ceil_of_fraction(fraction, heads, expected):
+    assert num_combined_heads(fraction, heads) == expected
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {},
+        {"gate": "center"},
+        {"affinity_fn": "sigmoid", "difference_fn": "tanh", "center_affinity": True},
+        {"difference_fn": "arctan", "center_difference": True, "alpha": 2.0, "beta": 0.5},
+    ],
+)
+def test_combined_maps_match_the_naive_equations(settings):
+    """The cdist-based maps equal the written-out equations for every ablation, with a padding mask."""
+    torch.manual_seed(0)
+    q, k = torch.randn(2, 3, 5, 4, dtype=torch.float64), torch.randn(2, 3, 5, 4, dtype=torch.float64)
+    keep = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], dtype=torch.bool)[:, None, None, :]
+    config = ComateformerConfig(**settings)
+    for mask in (keep, None):
+        got = combined_attention_maps(q, k, mask, config)
+        for name, a, b in zip("ENM", got, reference_maps(q, k, mask, **settings)):
+            torch.testing.assert_close(a, b, rtol=0, atol=1e-12, msg=name)
+    assert (got[2] != 0).all() and (combined_attention_maps(q, k, keep, config)[2][1, ..., 3:] == 0).all()
+
+
+@pytest.mark.parametrize("gate", ["double_sigmoid", "center"])
+def test_gradient_through_the_l1_term(gate):
+    """gradcheck (float64) of output = M V w.r.t. queries, keys and values, padding mask included."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 4, 3, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    keep = torch.tensor([1, 1, 1, 0], dtype=torch.bool)[None, None, None, :]
+    config = ComateformerConfig(gate=gate, center_affinity=True)
+
+    def output(q, k, v):
+        return combined_attention_maps(q, k, keep, config)[2] @ v
+
+    assert torch.autograd.gradcheck(output, (q, k, v), eps=1e-6, atol=1e-6)
+
+
+# ------------------------------------------------------------------------------------------- the model
+
+
+@pytest.mark.parametrize(
+    "off", [{"combined_head_fraction": [0.0, 0.0]}, {"combined_layers": [], "combined_head_fraction": []}]
+)
+@pytest.mark.parametrize("backbone", ["tiny-bert", "tiny-roberta"])
+def test_no_combined_heads_is_exactly_the_backbone(backbone, off):
+    tokenizer = load_tokenizer(backbone)
+    inputs = pair_inputs(tokenizer, ROWS)
+    inputs.pop("labels")
+    set_seed(0)
+    model = create_model("comateformer", backbone=backbone, **{**TINY, **off}).eval()
+    encoder = ComateformerModel(model.config).eval()
+    encoder.load_state_dict(model.state_dict(), strict=False)
+    plain = AutoModel.from_config(model.config.backbone_config, add_pooling_layer=False).eval()
+    plain.load_state_dict(model.backbone.state_dict())
+    combined = ComateformerModel(ComateformerConfig(backbone_config=model.config.backbone_config, **TINY)).eval()
+    combined.backbone.load_state_dict(model.backbone.state_dict())
+    with torch.no_grad():
+        expected = plain(**inputs).last_hidden_state
+        torch.testing.assert_close(encoder(**inputs).last_hidden_state, expected, rtol=0, atol=0)
+        assert not torch.allclose(combined(**inputs).last_hidden_state, expected, atol=1e-3)
+
+
+@pytest.mark.parametrize("backbone", ["tiny-bert", "tiny-roberta"])
+def test_eager_and_sdpa_agree_and_padding_keys_get_zero_weight(backbone):
+    """The padding mask reaches the combined heads as sdpa's boolean mask, eager's additive mask and None."""
+    tokenizer = load_tokenizer(backbone)
+    inputs = pair_inputs(tokenizer, ROWS)
+    inputs.pop("labels")
+    set_seed(0)
+    model = ComateformerModel(create_model("comateformer", backbone=backbone, **TINY).config).eval()
+    with torch.no_grad():
+        sdpa = model(**inputs, output_combined_attention=True)
+        model.set_attn_implementation("eager")
+        eager = model(**inputs, output_combined_attention=True, output_attentions=True)
+    torch.testing.assert_close(sdpa.last_hidden_state, eager.last_hidden_state, rtol=0, atol=1e-5)
+    pad = inputs["attention_mask"] == 0
+    assert [m.shape[1] for m in eager.combined_attention] == [2, 2]  # ceil(0.5 * 4), ceil(0.3 * 4)
+    for m_sdpa, m_eager in zip(sdpa.combined_attention, eager.combined_attention):
+        torch.testing.assert_close(m_sdpa, m_eager, rtol=0, atol=1e-5)
+        assert (m_eager.permute(0, 3, 1, 2)[pad] == 0).all() and (m_eager.permute(0, 3, 1, 2)[~pad] != 0).any()
+    # eager returns every head's weights: M in the combined slots, softmax probabilities in the others
+    torch.testing.assert_close(eager.attentions[0][:, :2], eager.combined_attention[0], rtol=0, atol=0)
+    torch.testing.assert_close(eager.attentions[0][:, 2:].sum(-1), torch.ones_like(eager.attentions[0][:, 2:, :, 0]))
+
+
+def test_head_chunking_does_not_change_the_result(monkeypatch):
+    """Long inputs run the combined heads in chunks; one head per chunk gives the same output and maps."""
+    from pairzoo.modeling import modeling_comateformer
+
+    set_seed(0)
+    model = create_model("comateformer", backbone="tiny-bert", combined_layers=[0], combined_head_fraction=1.0).eval()
+    inputs = pair_inputs(load_tokenizer("tiny-bert"), ROWS)
+    with torch.no_grad():
+        whole = model(**inputs, output_combined_attention=True)
+        monkeypatch.setattr(modeling_comateformer, "_CHUNK_ELEMENTS", 1)
+        chunked = model(**inputs, output_combined_attention=True)
+    torch.testing.assert_close(chunked.logits, whole.logits, rtol=0, atol=1e-6)
+    torch.testing.assert_close(chunked.combined_attention, whole.combined_attention, rtol=0, atol=1e-6)
+    assert whole.combined_attention[0].shape[1] == 4
+
+
+def test_combined_attention_outputs_and_ablation_switches_change_the_model():
+    tokenizer = load_tokenizer("tiny-bert")
+    inputs = pair_inputs(tokenizer, ROWS[:1])
+    inputs.pop("labels")
+    outputs = {}
+    for name, settings in {"paper": {}, "center": {"gate": "center"}, "sigmoid": {"affinity_fn": "sigmoid"}}.items():
+        set_seed(0)
+        model = create_model("comateformer", backbone="tiny-bert", **TINY, **settings).eval()
+        with torch.no_grad():
+            out = model(**inputs, output_combined_attention=True)
+        length = inputs["input_ids"].shape[1]
+        assert [tuple(t.shape) for t in out.combined_attention] == [(1, 2, length, length)] * 2
+        e, n, m = out.affinity[0], out.difference[0], out.combined_attention[0]
+        assert (n <= 0).all()
+        if name == "paper":
+            torch.testing.assert_close(m, torch.tanh(e) * 2 * torch.sigmoid(n))
+        outputs[name] = out.logits
+    assert not torch.allclose(outputs["paper"], outputs["center"]) and not torch.allclose(
+        outputs["paper"], outputs["sigmoid"]
+    )
+
+
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"combined_layers": [0, 0], "combined_head_fraction": 0.5}, "combined_layers"),
+        (
+            {
+                "combined_layers": [2],
+                "combined_head_fraction": 0.5,
+                "backbone_config": {"model_type": "bert", "num_hidden_layers": 2},
+            },
+            "combined_layers",
+        ),
+        ({"combined_layers": [-1], "combined_head_fraction": 0.5}, "combined_layers"),
+        ({"combined_layers": "0"}, "combined_layers"),
+        ({"combined_head_fraction": [0.5, 0.4]}, "combined_head_fraction"),
+        ({"combined_head_fraction": [0.5, 1.4, 0.3]}, "combined_head_fraction"),
+        ({"combined_head_fraction": -0.1}, "combined_head_fraction"),
+        ({"gate": "sigmoid"}, "gate"),
+        ({"affinity_fn": "relu"}, "affinity_fn"),
+        ({"difference_fn": "softmax"}, "difference_fn"),
+        ({"center_affinity": "yes"}, "center_affinity"),
+        ({"center_difference": None}, "center_difference"),
+        ({"beta": -1.0}, "beta"),
+        ({"alpha": "1"}, "alpha"),
+        ({"label_min": 5.0, "label_max": 1.0}, "label_max"),
+        ({"num_labels": 0}, "num_labels"),
+        ({"num_labels": 3, "problem_type": "regression"}, "problem_type"),
+        ({"problem_type": "multi_label_classification"}, "problem_type"),
+        ({"backbone_config": {"model_type": "distilbert"}}, "backbone_config.model_type"),
+        ({"backbone_config": {"model_type": "bert", "is_decoder": True}}, "is_decoder"),
+    ],
+)
+def test_config_rejects_bad_values(kwargs, field):
+    with pytest.raises(ValueError, match=field):
+        ComateformerConfig(**kwargs)
+
+
+def test_training_cli_contract():
+    """The CLI's regression/classification kwargs are accepted and the pair collator is chosen."""
+    regression = create_model("comateformer", backbone="tiny-bert", **TINY, label_min=0.0, label_max=5.0)
+    assert regression.config.problem_type == "regression" and regression.config.num_labels == 1
+    labels = {0: "entailment", 1: "neutral", 2: "contradiction"}
+    classifier = create_model(
+        "comateformer", backbone="tiny-bert", **TINY, id2label=labels, label2id={v: k for k, v in labels.items()}
+    )
+    assert classifier.config.num_labels == 3 and classifier.config.problem_type == "single_label_classification"
+    collator = make_collator(classifier, load_tokenizer("tiny-bert"), 64)
+    assert isinstance(collator, SentencePairCollator)
+    batch = collator(
+        [{"sentence1": "a b", "sentence2": "c", "label": 2}, {"sentence1": "d", "sentence2": "e f g", "label": 0}]
+    )
+    out = classifier(**batch)
+    expected = torch.nn.functional.cross_entropy(out.logits, torch.tensor([2, 0]))
+    torch.testing.assert_close(out.loss, expected)
+    scores = torch.tensor([0.5, 4.0])
+    out = regression.eval()(**{**batch, "labels": scores})
+    torch.testing.assert_close(out.loss, torch.mean((out.logits.squeeze(-1) - scores) ** 2))
+
+
+def test_auto_model_gives_the_encoder_and_the_classifier(tmp_path):
+    from transformers import AutoModelForSequenceClassification
+
+    set_seed(0)
+    create_model("comateformer", backbone="tiny-bert", **TINY).save_pretrained(tmp_path)
+    encoder = AutoModel.from_pretrained(tmp_path)
+    classifier = AutoModelForSequenceClassification.from_pretrained(tmp_path)
+    assert type(encoder) is ComateformerModel and type(classifier).__name__ == "ComateformerForSequenceClassification"
+    inputs = pair_inputs(load_tokenizer("tiny-bert"), ROWS)
+    inputs.pop("labels")
+    with torch.no_grad():
+        torch.testing.assert_close(
+            encoder.eval()(**inputs).last_hidden_state,
+            classifier.eval()(**inputs, output_hidden_states=True).hidden_states[-1],
+            rtol=0,
+            atol=0,
+        )
+
+
+@pytest.mark.integration
+def test_pretrained_weights_load_unchanged_into_combined_layers():
+    from pairzoo.backbones import minilm_path
+
+    reference = AutoModel.from_pretrained(minilm_path(), add_pooling_layer=False)
+    model = create_model("comateformer", backbone="minilm")
+    assert [model.backbone.encoder.layer[i].attention.self.num_combined_heads for i in range(3)] == [6, 5, 4]
+    assert not hasattr(model.backbone.encoder.layer[3].attention.self, "num_combined_heads")
+    for name, param in reference.state_dict().items():
+        torch.testing.assert_close(model.backbone.state_dict()[name], param, rtol=0, atol=0, msg=name)
+
+
+_FRESH_PIPELINE = r"""
+import importlib.abc, json, sys
+class _Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "pairzoo" or name.startswith("pairzoo."):
+            raise ImportError("pairzoo is blocked")
+sys.meta_path.insert(0, _Block())
+from transformers import pipeline
+folder, pairs = sys.argv[1], json.loads(sys.argv[2])
+classify = pipeline("text-classification", model=folder, trust_remote_code=True, device="cpu")
+out = classify(pairs, top_k=None)
+assert "pairzoo" not in sys.modules
+print("RESULT " + json.dumps({"class": type(classify.model).__name__, "outputs": out}))
+"""
+
+
+def test_exported_classifier_runs_in_text_classification_pipeline_without_pairzoo(tmp_path):
+    labels = {0: "not_paraphrase", 1: "paraphrase"}
+    set_seed(0)
+    model = create_model(
+        "comateformer", backbone="tiny-bert", **TINY, id2label=labels, label2id={v: k for k, v in labels.items()}
+    ).eval()
+    tokenizer = load_tokenizer("tiny-bert")
+    folder = export_model(model, tokenizer, tmp_path / "export", eval_results=[])
+    pairs = [{"text": r["sentence1"], "text_pair": r["sentence2"]} for r in ROWS]
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    proc = subprocess.run(
+        [sys.executable, "-c", _FRESH_PIPELINE, str(folder), json.dumps(pairs)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tempfile.gettempdir(),
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("RESULT "))[7:])
+    assert result["class"] == "ComateformerForSequenceClassification"
+    with torch.no_grad():
+        expected = model(
+            **tokenizer(*zip(*[(r["sentence1"], r["sentence2"]) for r in ROWS]), padding=True, return_tensors="pt")
+        ).logits.softmax(-1)
+    for row, scores in zip(expected, result["outputs"]):
+        got = {s["label"]: s["score"] for s in scores}
+        assert got.keys() == set(labels.values())
+        for index, name in labels.items():
+            assert abs(got[name] - row[index].item()) < 1e-5
+
+
+def test_plot_of_one_combined_head_is_a_png(tmp_path):
+    from pairzoo.visualize import plot_combined_attention
+
+    model = create_model("comateformer", backbone="tiny-bert", **TINY)
+    tokenizer = load_tokenizer("tiny-bert")
+    path = plot_combined_attention(model, tokenizer, "hardware engineer", "software engineer", tmp_path / "f.png")
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+    with pytest.raises(ValueError, match="head"):
+        plot_combined_attention(model, tokenizer, "a", "b", tmp_path / "g.png", layer=1, head=2)
+    with pytest.raises(ValueError, match="layer"):
+        plot_combined_attention(model, tokenizer, "a", "b", tmp_path / "g.png", layer=3)

@@ -1,0 +1,321 @@
+"""CSR (condition-specified routers): harness for tri and bi, the router equations recomputed from the backbone's own
+projections, the cache path, the baselines, KG pieces, the pipeline encodings and bad input."""
+
+import math
+
+import pytest
+import torch
+from model_harness import ROWS, ModelHarness
+from transformers import set_seed
+
+from pairzoo import CsrConfig, create_model, load_tokenizer
+from pairzoo.csr_cache import load_cache, save_cache
+from pairzoo.hub_cards import export_model, score_in_fresh_process
+from pairzoo.pipelines.pipeline_conditional_similarity import encode_bi_inputs, encode_tri_inputs
+from pairzoo.training.collators import BiEncoderCollator, TriEncoderCollator, make_collator
+from pairzoo.training.kg import KgCollator, KgContrastiveModel
+
+S1 = [r["sentence1"] for r in ROWS]
+S2 = [r["sentence2"] for r in ROWS]
+COND = [r["condition"] for r in ROWS]
+
+
+class _CsrHarness(ModelHarness):
+    model_name = "csr"
+
+    def make_inputs(self, tokenizer, rows, model):
+        encode = encode_tri_inputs if model.input_format == "tri" else encode_bi_inputs
+        batch = encode(
+            tokenizer, [r["sentence1"] for r in rows], [r["sentence2"] for r in rows], [r["condition"] for r in rows]
+        )
+        batch["labels"] = torch.tensor([r["label"] for r in rows])
+        return batch
+
+
+class TestCsrTri(_CsrHarness):
+    config_overrides = {"architecture": "tri", "router_layers": [0, 1]}
+
+
+class TestCsrBi(_CsrHarness):
+    config_overrides = {"architecture": "bi", "router_layers": [0, 1]}
+
+
+def _model(backbone: str = "tiny-bert", **overrides):
+    set_seed(0)
+    return create_model("csr", backbone=backbone, **overrides).eval()
+
+
+def _masked_softmax(scores, mask):
+    scores = scores.masked_fill(mask == 0, -math.inf)
+    return torch.softmax(scores, -1)
+
+
+@pytest.mark.parametrize("backbone", ["tiny-bert", "tiny-roberta"])
+@pytest.mark.parametrize("architecture", ["tri", "bi"])
+def test_without_router_equals_plain_backbone_mean_pooling(backbone, architecture):
+    model = _model(backbone, architecture=architecture, use_router=False)
+    tokenizer = load_tokenizer(backbone)
+    with torch.no_grad():
+        if architecture == "tri":
+            batch = encode_tri_inputs(tokenizer, S1, None, COND)
+            out = model(**batch)
+            hidden = model.backbone(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+            mask = batch["attention_mask"]
+        else:
+            batch = encode_bi_inputs(tokenizer, S1, None, COND)
+            out = model(**batch)
+            hidden = model.backbone(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+            mask = batch["sentence_mask"]
+    m = mask.unsqueeze(-1).float()
+    expected = (hidden.last_hidden_state * m).sum(1) / m.sum(1)
+    torch.testing.assert_close(out.embeddings, expected, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("backbone", ["tiny-bert", "tiny-roberta"])
+@pytest.mark.parametrize("router_scale", ["head", "hidden"])
+def test_tri_router_recomputed_from_backbone_projections(backbone, router_scale):
+    """w = softmax(q_c . K / sqrt(d_k)) and h = (1 + w) * h' in the last layer, recomputed by hand."""
+    model = _model(backbone, router_scale=router_scale)
+    tokenizer = load_tokenizer(backbone)
+    batch = encode_tri_inputs(tokenizer, S1, S2, COND)
+    with torch.no_grad():
+        out = model(**batch, output_router_weights=True)
+        layer = model.backbone.encoder.layer[-1]
+        attn = layer.attention.self
+        cond = model.backbone(
+            input_ids=batch["input_ids_3"], attention_mask=batch["attention_mask_3"], output_hidden_states=True
+        )
+        q_c = attn.query(cond.hidden_states[-2][:, 0])  # (B, d), full width
+        sent = model.backbone(
+            input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], output_hidden_states=True
+        )
+        h_in = sent.hidden_states[-2]
+        keys = attn.key(h_in)
+        d_k = attn.attention_head_size if router_scale == "head" else model.config.backbone_config.hidden_size
+        w = _masked_softmax((keys * q_c[:, None]).sum(-1) / math.sqrt(d_k), batch["attention_mask"])
+        torch.testing.assert_close(out.router_weights[0], w, atol=1e-6, rtol=1e-5)
+        # the whole routed block by hand: eager attention per head, context * (1 + w), output projection, FFN
+        b, length, d = h_in.shape
+        heads, size = attn.num_attention_heads, attn.attention_head_size
+
+        def split(x):
+            return x.view(b, length, heads, size).transpose(1, 2)
+
+        q, k, v = split(attn.query(h_in)), split(keys), split(attn.value(h_in))
+        probs = _masked_softmax(q @ k.transpose(-1, -2) / math.sqrt(size), batch["attention_mask"][:, None, None])
+        context = (probs @ v).transpose(1, 2).reshape(b, length, d) * (1 + w).unsqueeze(-1)
+        attn_out = layer.attention.output.LayerNorm(layer.attention.output.dense(context) + h_in)
+        last = layer.output.LayerNorm(layer.output.dense(layer.intermediate(attn_out)) + attn_out)
+        m = batch["attention_mask"].unsqueeze(-1).float()
+        torch.testing.assert_close(out.embeddings, (last * m).sum(1) / m.sum(1), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("backbone", ["tiny-bert", "tiny-roberta"])
+def test_bi_router_weights_are_head_averaged_eager_attention(backbone):
+    model = _model(backbone, architecture="bi")
+    tokenizer = load_tokenizer(backbone)
+    batch = encode_bi_inputs(tokenizer, S1, None, COND)
+    with torch.no_grad():
+        out = model(**batch, output_router_weights=True)  # default sdpa attention
+        model.backbone.set_attn_implementation("eager")
+        eager = model.backbone(
+            input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], output_attentions=True
+        )
+    first_condition = batch["condition_mask"].argmax(1)
+    rows = torch.arange(len(first_condition))
+    attention = eager.attentions[-1].mean(1)[rows, first_condition]  # (B, L) over all tokens
+    attention = attention * batch["sentence_mask"]
+    expected = attention / attention.sum(-1, keepdim=True)
+    torch.testing.assert_close(out.router_weights[0], expected, atol=1e-6, rtol=1e-5)
+    assert torch.allclose(out.router_weights[0].sum(-1), torch.ones(len(rows)))
+    assert (out.router_weights[0][batch["sentence_mask"] == 0] == 0).all()
+
+
+@pytest.mark.parametrize("weighting", ["only", "one_plus"])
+def test_weighting_only_and_heavy_router_change_the_embedding(weighting):
+    tokenizer = load_tokenizer("tiny-bert")
+    batch = encode_tri_inputs(tokenizer, S1, S2, COND)
+    plain = _model(use_router=False)
+    routed = _model(weighting=weighting, router="heavy" if weighting == "one_plus" else "key")
+    routed.backbone.load_state_dict(plain.backbone.state_dict())
+    with torch.no_grad():
+        a, b = plain(**batch).embeddings, routed(**batch).embeddings
+    assert not torch.allclose(a, b, atol=1e-4)
+    if weighting == "one_plus":
+        assert {n.split(".")[0] for n, _ in routed.named_parameters()} >= {"router_query", "router_key"}
+
+
+@pytest.mark.parametrize("backbone", ["tiny-bert", "tiny-roberta"])
+def test_cache_path_equals_direct_forward(backbone, tmp_path):
+    model = _model(backbone, router_layers=[1], tri_head="hadamard")
+    tokenizer = load_tokenizer(backbone)
+    sentences = S1 + S2
+    conditions = [*COND, "The colour of the clothes."]
+    cache_s = model.encode_sentences(sentences, tokenizer, batch_size=2)
+    cache_c = model.encode_conditions(conditions, tokenizer, batch_size=3)
+    cached = model.embed(cache_s, cache_c, batch_size=5)
+    assert cached.shape == (len(sentences), len(conditions), model.config.backbone_config.hidden_size)
+    with torch.no_grad():
+        for j, condition in enumerate(conditions):
+            direct = model(**encode_tri_inputs(tokenizer, sentences, None, [condition] * len(sentences))).embeddings
+            torch.testing.assert_close(cached[:, j], direct, atol=1e-5, rtol=0)
+    reloaded = model.embed(load_cache(save_cache(cache_s, tmp_path / "s.safetensors")), cache_c)
+    torch.testing.assert_close(reloaded, cached, atol=1e-6, rtol=0)
+    assert load_cache(save_cache(cache_c, tmp_path / "c.safetensors")).metadata == cache_c.metadata
+
+
+def test_cache_bad_input_is_rejected(tmp_path):
+    tokenizer = load_tokenizer("tiny-bert")
+    model = _model(router_layers=[1])
+    cache_s, cache_c = model.encode_sentences(S1, tokenizer), model.encode_conditions(COND, tokenizer)
+    with pytest.raises(ValueError, match="empty"):
+        model.encode_sentences([], tokenizer)
+    with pytest.raises(ValueError, match="empty"):
+        model.encode_conditions([], tokenizer)
+    with pytest.raises(ValueError, match="router_layers"):
+        _model(router_layers=[0]).embed(cache_s, cache_c)
+    other = _model(router_layers=[1])
+    with torch.no_grad():
+        other.backbone.embeddings.word_embeddings.weight.add_(0.1)
+    with pytest.raises(ValueError, match="backbone weights"):
+        other.embed(cache_s, cache_c)
+    with pytest.raises(ValueError, match="expected a ConditionCache"):
+        model.embed(cache_s, cache_s)
+    with pytest.raises(ValueError, match="architecture='tri'"):
+        _model(architecture="bi").encode_sentences(S1, tokenizer)
+    with pytest.raises(ValueError, match="out of range"):
+        _model(router_layers=[2])
+    with pytest.raises(ValueError, match="not a CSR cache"):
+        from safetensors.torch import save_file
+
+        save_file({"x": torch.zeros(1)}, str(tmp_path / "x.safetensors"))
+        load_cache(tmp_path / "x.safetensors")
+
+
+def _pooled(model, ids, mask):
+    hidden = model.backbone(input_ids=ids, attention_mask=mask).last_hidden_state
+    return (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
+
+
+def test_tri_heads_follow_the_c_sts_fusion():
+    tokenizer = load_tokenizer("tiny-bert")
+    batch = encode_tri_inputs(tokenizer, S1, None, COND)
+    for head in ("hadamard", "concat"):
+        model = _model(use_router=False, tri_head=head)
+        with torch.no_grad():
+            out = model(**batch).embeddings
+            s = _pooled(model, batch["input_ids"], batch["attention_mask"])
+            c = _pooled(model, batch["input_ids_3"], batch["attention_mask_3"])
+            if head == "hadamard":
+                linear = model.condition_transform[1]
+                expected = s * (c @ linear.weight.T + linear.bias)
+            else:
+                linear = model.concat_transform[1]
+                expected = model.concat_transform[2](torch.cat([s, c], -1) @ linear.weight.T + linear.bias)
+        torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_scores_and_loss_use_cosine_on_the_label_scale():
+    tokenizer = load_tokenizer("tiny-bert")
+    model = _model(label_min=0.0, label_max=5.0)
+    labels = torch.tensor([r["label"] for r in ROWS])
+    with torch.no_grad():
+        out = model(**encode_tri_inputs(tokenizer, S1, S2, COND), labels=labels)
+    cos = torch.nn.functional.cosine_similarity(out.embeddings, out.embeddings_2)
+    torch.testing.assert_close(out.scores, 5 * cos)
+    torch.testing.assert_close(out.loss, torch.mean((cos - labels / 5) ** 2))
+
+
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"architecture": "cross"}, "architecture"),
+        ({"router": "mlp"}, "router"),
+        ({"weighting": "half"}, "weighting"),
+        ({"pooling": "max"}, "pooling"),
+        ({"tri_head": "sum"}, "tri_head"),
+        ({"architecture": "bi", "tri_head": "concat"}, "tri_head"),
+        ({"router_layers": 1}, "router_layers"),
+        ({"router_layers": []}, "router_layers"),
+        ({"router_layers": [-1]}, "router_layers"),
+        ({"router_layers": [6], "backbone_config": {"model_type": "bert", "num_hidden_layers": 6}}, "router_layers"),
+        ({"router_scale": "none"}, "router_scale"),
+        ({"label_min": 5.0, "label_max": 1.0}, "label_max"),
+        ({"num_labels": 3}, "num_labels"),
+        ({"id2label": {0: "a", 1: "b"}}, "num_labels"),
+    ],
+)
+def test_config_rejects_bad_values(kwargs, field):
+    with pytest.raises(ValueError, match=field):
+        CsrConfig(**kwargs)
+
+
+def test_encoders_collators_and_errors():
+    tokenizer = load_tokenizer("tiny-bert")
+    tri = encode_tri_inputs(tokenizer, S1, S2, COND)
+    assert set(tri) == {f"{k}{s}" for k in ("input_ids", "attention_mask") for s in ("", "_2", "_3")}
+    bi = encode_bi_inputs(tokenizer, S1, S2, COND)
+    assert (bi["sentence_mask"] + bi["condition_mask"] == bi["attention_mask"]).all()
+    assert (bi["input_ids"][:, 0] == tokenizer.cls_token_id).all()
+    with pytest.raises(ValueError, match="condition"):
+        encode_bi_inputs(tokenizer, S1, S2, None)
+    with pytest.raises(ValueError, match="sentence2"):
+        encode_tri_inputs(tokenizer, S1, S2[:1], COND)
+    for encode in (encode_tri_inputs, encode_bi_inputs):
+        with pytest.raises(ValueError, match="empty"):
+            encode(tokenizer, [], None, [])
+    with pytest.raises(ValueError, match="condition"):
+        encode_tri_inputs(tokenizer, S1, None, ["A place.", " ", "x"])
+    assert isinstance(make_collator(_model(), tokenizer, 64), TriEncoderCollator)
+    collator = make_collator(_model(architecture="bi"), tokenizer, 64, (1.0, 5.0))
+    assert isinstance(collator, BiEncoderCollator)
+    assert torch.equal(collator(ROWS)["labels"], torch.tensor([r["label"] for r in ROWS]))
+    with pytest.raises(ValueError, match="outside"):
+        collator([{**ROWS[0], "label": 7.0}])
+    with pytest.raises(ValueError, match="input_ids_3"):
+        _model()(**{k: v for k, v in tri.items() if not k.endswith("_3")})
+
+
+def test_kg_infonce_recomputed():
+    tokenizer = load_tokenizer("tiny-bert")
+    model = _model()
+    kg = KgContrastiveModel(model, margin=0.02, temperature=0.05)
+    rows = [
+        {"head_id": "h1", "head": "dog, a pet", "relation": "hypernym", "tail_id": "t1", "tail": "animal, a being"},
+        {"head_id": "h2", "head": "oak, a tree", "relation": "hypernym", "tail_id": "t2", "tail": "tree, a plant"},
+        {"head_id": "h3", "head": "cat, a pet", "relation": "hypernym", "tail_id": "t1", "tail": "animal, a being"},
+    ]
+    batch = KgCollator(tokenizer, "tri", {"t1": 0, "t2": 1}, 32)(rows)
+    with torch.no_grad():
+        loss, logits = kg(batch)
+        q = torch.nn.functional.normalize(model(**{k: v for k, v in batch.items() if "tail" not in k}).embeddings)
+        t = torch.nn.functional.normalize(model.embed_plain(batch["tail_input_ids"], batch["tail_attention_mask"]))
+    expected = (q @ t.T - 0.02 * torch.eye(3)) / 0.05
+    expected[0, 2] = expected[2, 0] = -1e4  # same tail entity: a false negative, masked
+    torch.testing.assert_close(logits, expected, atol=1e-4, rtol=1e-5)
+    labels = torch.arange(3)
+    ce = torch.nn.functional.cross_entropy
+    torch.testing.assert_close(loss, ce(expected, labels) + ce(expected.T, labels), atol=1e-4, rtol=1e-5)
+
+
+@pytest.mark.parametrize("architecture", ["tri", "bi"])
+def test_pipeline_in_fresh_process_matches_model(architecture, tmp_path):
+    tokenizer = load_tokenizer("tiny-bert")
+    model = _model(architecture=architecture)
+    folder = export_model(model, tokenizer, tmp_path / "export", eval_results=[])
+    examples = [{k: r[k] for k in ("sentence1", "sentence2", "condition")} for r in ROWS[:2]]
+    result = score_in_fresh_process(folder, examples)
+    encode = encode_tri_inputs if architecture == "tri" else encode_bi_inputs
+    with torch.no_grad():
+        for example, got in zip(examples, result["outputs"]):
+            expected = model(**encode(tokenizer, *example.values())).scores
+            assert abs(got["score"] - float(expected)) < 1e-5
+
+
+def test_router_weight_plot(tmp_path):
+    from pairzoo.visualize import plot_router_weights
+
+    path = plot_router_weights(
+        _model(), load_tokenizer("tiny-bert"), ROWS[0]["sentence1"], COND, tmp_path / "router.png"
+    )
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

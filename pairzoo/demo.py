@@ -10,14 +10,14 @@ import time
 from .hub_cards import score_in_fresh_process
 from .training.cli import main as train_main
 
-FLAGSHIP = "cross-encoder"
+FLAGSHIP = "seaver"
 EXAMPLES = [
     {
-        "sentence1": "Two women in red jackets are walking in a park in the morning.",
-        "sentence2": "Two men in blue coats are running on a beach in the morning.",
+        "sentence1": "Two women in red jackets are walking in a park.",
+        "sentence2": "Two men in blue coats are walking on a beach.",
         "condition": condition,
     }
-    for condition in ("The number of people.", "The colour of the clothing.", "The time of day.")
+    for condition in ("The number of people.", "The colour of the clothing.", "The activity.")
 ]
 
 

@@ -127,7 +127,7 @@ def test_export_refuses_to_overwrite_and_leaves_nothing_on_failure(exported, tmp
     assert list(tmp_path.iterdir()) == [], "no half-written folder may remain"
 
 
-def test_minilm_export_scores_identically_in_a_fresh_process_without_pairzoo(tmp_path):
+def test_minilm_export_scores_identically_in_a_fresh_process_without_pairzoo(tmp_path, monkeypatch):
     """Integration: the bundled MiniLM cross-encoder, exported, scores the same where pairzoo is absent."""
     from transformers import pipeline
 
@@ -135,7 +135,8 @@ def test_minilm_export_scores_identically_in_a_fresh_process_without_pairzoo(tmp
 
     model = create_model("cross-encoder", backbone="minilm").eval()
     tokenizer = load_tokenizer("minilm")
-    folder = export_model(model, tokenizer, tmp_path / "export")
+    monkeypatch.chdir(tmp_path)
+    folder = export_model(model, tokenizer, "export")  # a relative path, as `make demo` passes
     examples = [
         {
             "sentence1": "A man in a red shirt walks.",

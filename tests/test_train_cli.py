@@ -55,3 +55,25 @@ def test_bad_arguments_fail_clearly_and_write_nothing(tmp_path, args, error, mes
     with pytest.raises(error, match=message):
         main(["--output_dir", str(out), *TINY, *args])
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "num_labels, label, message",
+    [
+        (1, float("nan"), "not finite"),
+        (1, 7.0, "outside"),
+        (1, "3", "must be a number"),
+        (3, 3, "not a class index"),
+        (3, 1.5, "not a class index"),
+    ],
+)
+def test_collator_rejects_bad_labels(num_labels, label, message):
+    from pairzoo import load_tokenizer
+    from pairzoo.training.collators import ConditionalPairCollator
+
+    collator = ConditionalPairCollator(
+        load_tokenizer("tiny-bert"), 32, num_labels, (1.0, 5.0) if num_labels == 1 else None
+    )
+    row = {"sentence1": "A man walks.", "sentence2": "A man runs.", "condition": "The activity.", "label": label}
+    with pytest.raises(ValueError, match=message):
+        collator([row])

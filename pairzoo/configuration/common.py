@@ -36,3 +36,11 @@ def check_range(field: str, value: Any, low: "float | None" = None, high: "float
         raise ValueError(f"`{field}` must be a number, got {value!r}.")
     if (low is not None and value < low) or (high is not None and value > high):
         raise ValueError(f"`{field}` must be in [{low}, {high}], got {value!r}.")
+
+
+def check_label_scale(label_min: float, label_max: float) -> None:
+    """Raise a ValueError naming the field unless `label_min < label_max` are numbers (the regression label scale)."""
+    check_range("label_min", label_min)
+    check_range("label_max", label_max)
+    if label_max <= label_min:
+        raise ValueError(f"`label_max` ({label_max}) must be greater than `label_min` ({label_min}).")

@@ -3,7 +3,7 @@ Sentence Matching"): combined quasi-attention heads inside a pretrained BERT/RoB
 
 from transformers import PretrainedConfig
 
-from .common import BACKBONE_SUB_CONFIG, check_choice, check_range, coerce_backbone_config
+from .common import BACKBONE_SUB_CONFIG, check_choice, check_label_scale, check_range, coerce_backbone_config
 
 GATES = ("double_sigmoid", "center")
 AFFINITY_FUNCTIONS = ("tanh", "sigmoid")
@@ -128,10 +128,7 @@ class ComateformerConfig(PretrainedConfig):
         check_choice("center_difference", center_difference, (True, False))
         if classifier_dropout is not None:
             check_range("classifier_dropout", classifier_dropout, 0.0, 1.0)
-        check_range("label_min", label_min)
-        check_range("label_max", label_max)
-        if label_max <= label_min:
-            raise ValueError(f"`label_max` ({label_max}) must be greater than `label_min` ({label_min}).")
+        check_label_scale(label_min, label_max)
         if backbone_config is not None:
             check_choice("backbone_config.model_type", backbone_config.model_type, SUPPORTED_BACKBONES)
             if backbone_config.is_decoder:

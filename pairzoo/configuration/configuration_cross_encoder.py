@@ -2,7 +2,7 @@
 
 from transformers import PretrainedConfig
 
-from .common import BACKBONE_SUB_CONFIG, check_choice, check_range, coerce_backbone_config
+from .common import BACKBONE_SUB_CONFIG, check_choice, check_label_scale, check_range, coerce_backbone_config
 
 
 class CrossEncoderConfig(PretrainedConfig):
@@ -47,10 +47,7 @@ class CrossEncoderConfig(PretrainedConfig):
         check_choice("pooling", pooling, ("cls", "mean"))
         if classifier_dropout is not None:
             check_range("classifier_dropout", classifier_dropout, 0.0, 1.0)
-        check_range("label_min", label_min)
-        check_range("label_max", label_max)
-        if label_max <= label_min:
-            raise ValueError(f"`label_max` ({label_max}) must be greater than `label_min` ({label_min}).")
+        check_label_scale(label_min, label_max)
         if "id2label" not in kwargs:
             kwargs.setdefault("num_labels", 1)
         if kwargs.get("num_labels") is not None and kwargs["num_labels"] < 1:

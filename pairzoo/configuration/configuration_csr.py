@@ -2,7 +2,7 @@
 
 from transformers import PretrainedConfig
 
-from .common import BACKBONE_SUB_CONFIG, check_choice, check_range, coerce_backbone_config
+from .common import BACKBONE_SUB_CONFIG, check_choice, check_label_scale, check_range, coerce_backbone_config
 
 
 class CsrConfig(PretrainedConfig):
@@ -85,10 +85,7 @@ class CsrConfig(PretrainedConfig):
             raise ValueError(f"`tri_head` {tri_head!r} needs architecture='tri', got {architecture!r}.")
         if classifier_dropout is not None:
             check_range("classifier_dropout", classifier_dropout, 0.0, 1.0)
-        check_range("label_min", label_min)
-        check_range("label_max", label_max)
-        if label_max <= label_min:
-            raise ValueError(f"`label_max` ({label_max}) must be greater than `label_min` ({label_min}).")
+        check_label_scale(label_min, label_max)
         if "id2label" not in kwargs:
             kwargs.setdefault("num_labels", 1)
         num_labels = len(kwargs["id2label"]) if kwargs.get("id2label") is not None else kwargs.get("num_labels")

@@ -199,7 +199,7 @@ def score_in_fresh_process(folder: "str | os.PathLike", examples: list[dict], ti
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     env.pop("PYTHONPATH", None)
     proc = subprocess.run(
-        [sys.executable, "-c", _FRESH_PROCESS_SCRIPT, str(folder), json.dumps(examples)],
+        [sys.executable, "-c", _FRESH_PROCESS_SCRIPT, str(Path(folder).resolve()), json.dumps(examples)],
         capture_output=True,
         text=True,
         env=env,

@@ -1,4 +1,8 @@
-"""Collators: raw text rows in, model inputs out (tokenised per batch, padded to the batch's longest example)."""
+"""Collators: raw text rows in, model inputs out (tokenised per batch, padded to the batch's longest example).
+
+One collator per model `input_format` (`COLLATORS`); they differ only in how texts become tensors, so label checks
+live once in `ConditionalPairCollator`.
+"""
 
 import math
 from dataclasses import dataclass
@@ -10,7 +14,8 @@ from ..pipelines.pipeline_conditional_similarity import encode_bi_inputs, encode
 
 @dataclass
 class ConditionalPairCollator:
-    """Batches rows with `sentence1`, optional `sentence2`/`condition` and `label` for cross-encoder models.
+    """Batches rows with `sentence1`, optional `sentence2`/`condition` and `label` for cross-encoders
+    (`input_format = "cross"`: `[CLS] s1 SEP s2 SEP c SEP`).
 
     Regression labels must be finite and within `label_range` when one is given; class labels must be valid indices.
     """
@@ -20,18 +25,22 @@ class ConditionalPairCollator:
     num_labels: int = 1
     label_range: "tuple[float, float] | None" = None
 
-    def __call__(self, rows: list[dict]) -> dict[str, torch.Tensor]:
-        if not rows:
-            raise ValueError("cannot collate an empty batch.")
+    def encode(self, rows: list[dict]) -> dict[str, torch.Tensor]:
+        """Model inputs of the rows' texts."""
         first = rows[0]
-        batch = encode_conditional_inputs(
+        return encode_conditional_inputs(
             self.tokenizer,
             [r["sentence1"] for r in rows],
             [r["sentence2"] for r in rows] if "sentence2" in first else None,
             [r["condition"] for r in rows] if "condition" in first else None,
             max_length=self.max_length,
         )
-        if "label" in first:
+
+    def __call__(self, rows: list[dict]) -> dict[str, torch.Tensor]:
+        if not rows:
+            raise ValueError("cannot collate an empty batch.")
+        batch = self.encode(rows)
+        if "label" in rows[0]:
             batch["labels"] = self._labels([r["label"] for r in rows])
         return batch
 
@@ -51,100 +60,75 @@ class ConditionalPairCollator:
 
 
 @dataclass
-class SentencePairCollator:
-    """Batches `sentence1`/`sentence2`/`label` rows with the tokenizer's own pair encoding (token types included),
-    for models that read a plain sentence pair (`input_format = "pair"`)."""
+class SentencePairCollator(ConditionalPairCollator):
+    """`sentence1`/`sentence2` rows with the tokenizer's own pair encoding (token types included), for models that
+    read a plain sentence pair (`input_format = "pair"`)."""
 
-    tokenizer: object
-    max_length: int = 128
-    num_labels: int = 1
-    label_range: "tuple[float, float] | None" = None
-
-    def __call__(self, rows: list[dict]) -> dict[str, torch.Tensor]:
-        if not rows:
-            raise ValueError("cannot collate an empty batch.")
-        first = [r["sentence1"] for r in rows]
-        second = [r["sentence2"] for r in rows]
-        for field, texts in (("sentence1", first), ("sentence2", second)):
-            for i, text in enumerate(texts):
+    def encode(self, rows: list[dict]) -> dict[str, torch.Tensor]:
+        texts = {field: [r[field] for r in rows] for field in ("sentence1", "sentence2")}
+        for field, values in texts.items():
+            for i, text in enumerate(values):
                 if not isinstance(text, str) or not text.strip():
                     raise ValueError(f"`{field}`[{i}] must be a non-empty string, got {text!r}.")
-        batch = dict(
+        return dict(
             self.tokenizer(
-                first, second, truncation=True, max_length=self.max_length, padding=True, return_tensors="pt"
+                texts["sentence1"],
+                texts["sentence2"],
+                truncation=True,
+                max_length=self.max_length,
+                padding=True,
+                return_tensors="pt",
             )
         )
-        if "label" in rows[0]:
-            batch["labels"] = ConditionalPairCollator._labels(self, [r["label"] for r in rows])
-        return batch
-
-
-COLLATORS = {"cross": ConditionalPairCollator, "pair": SentencePairCollator}
-
-
-def make_collator(
-    model, tokenizer, max_length: int, label_range: "tuple[float, float] | None" = None
-) -> "ConditionalPairCollator | SentencePairCollator":
-    """The collator for `model.input_format` (`cross` by default)."""
-    input_format = getattr(model, "input_format", "cross")
-    if input_format not in COLLATORS:
-        raise ValueError(f"no collator for input_format {input_format!r}; known: {sorted(COLLATORS)}.")
-    return COLLATORS[input_format](tokenizer, max_length, model.config.num_labels, label_range)
 
 
 @dataclass
-class TriEncoderCollator:
-    """Batches `sentence1`/`sentence2`/`condition`/`label` rows for tri-encoders (`input_format = "tri"`): each
-    text encoded alone (`input_ids`, `input_ids_2`, `input_ids_3` with their attention masks)."""
+class TriEncoderCollator(ConditionalPairCollator):
+    """Rows for tri-encoders (`input_format = "tri"`): each text encoded alone (`input_ids`, `input_ids_2`,
+    `input_ids_3` with their attention masks)."""
 
-    tokenizer: object
-    max_length: int = 128
-    num_labels: int = 1
-    label_range: "tuple[float, float] | None" = None
-
-    def __call__(self, rows: list[dict]) -> dict[str, torch.Tensor]:
-        if not rows:
-            raise ValueError("cannot collate an empty batch.")
+    def encode(self, rows: list[dict]) -> dict[str, torch.Tensor]:
         first = rows[0]
-        batch = encode_tri_inputs(
+        return encode_tri_inputs(
             self.tokenizer,
             [r["sentence1"] for r in rows],
             [r["sentence2"] for r in rows] if "sentence2" in first else None,
             [r["condition"] for r in rows] if "condition" in first else None,
             max_length=self.max_length,
         )
-        if "label" in first:
-            batch["labels"] = ConditionalPairCollator._labels(self, [r["label"] for r in rows])
-        return batch
 
 
 @dataclass
-class BiEncoderCollator:
-    """Batches `sentence1`/`sentence2`/`condition`/`label` rows for bi-encoders (`input_format = "bi"`):
-    `[CLS] s SEP c SEP` per sentence with `sentence_mask`/`condition_mask` (second sentence keys end in `_2`)."""
+class BiEncoderCollator(ConditionalPairCollator):
+    """Rows for bi-encoders (`input_format = "bi"`): `[CLS] s SEP c SEP` per sentence with `sentence_mask` /
+    `condition_mask` (second-sentence keys end in `_2`); the condition is required."""
 
-    tokenizer: object
-    max_length: int = 128
-    num_labels: int = 1
-    label_range: "tuple[float, float] | None" = None
-
-    def __call__(self, rows: list[dict]) -> dict[str, torch.Tensor]:
-        if not rows:
-            raise ValueError("cannot collate an empty batch.")
+    def encode(self, rows: list[dict]) -> dict[str, torch.Tensor]:
         first = rows[0]
         if "condition" not in first:
             raise ValueError("bi-encoder rows need a `condition`.")
-        batch = encode_bi_inputs(
+        return encode_bi_inputs(
             self.tokenizer,
             [r["sentence1"] for r in rows],
             [r["sentence2"] for r in rows] if "sentence2" in first else None,
             [r["condition"] for r in rows],
             max_length=self.max_length,
         )
-        if "label" in first:
-            batch["labels"] = ConditionalPairCollator._labels(self, [r["label"] for r in rows])
-        return batch
 
 
-COLLATORS["tri"] = TriEncoderCollator
-COLLATORS["bi"] = BiEncoderCollator
+COLLATORS = {
+    "cross": ConditionalPairCollator,
+    "pair": SentencePairCollator,
+    "tri": TriEncoderCollator,
+    "bi": BiEncoderCollator,
+}
+
+
+def make_collator(
+    model, tokenizer, max_length: int, label_range: "tuple[float, float] | None" = None
+) -> ConditionalPairCollator:
+    """The collator for `model.input_format` (`cross` by default)."""
+    input_format = getattr(model, "input_format", "cross")
+    if input_format not in COLLATORS:
+        raise ValueError(f"no collator for input_format {input_format!r}; known: {sorted(COLLATORS)}.")
+    return COLLATORS[input_format](tokenizer, max_length, model.config.num_labels, label_range)

@@ -7,10 +7,6 @@ under a fixed seed; the Hub export loaded in a fresh process without pairzoo, of
 """
 
 import json
-import os
-import subprocess
-import sys
-import tempfile
 
 import pytest
 import torch
@@ -19,7 +15,7 @@ from transformers import AutoConfig, set_seed
 
 import pairzoo
 from pairzoo import create_model, encode_conditional_inputs, get_model_spec, load_tokenizer
-from pairzoo.hub_cards import export_model, verify_export
+from pairzoo.hub_cards import export_model, run_without_pairzoo, verify_export
 
 ROWS = [
     {
@@ -38,12 +34,7 @@ ROWS = [
 ]
 
 _FRESH_FORWARD = r"""
-import importlib.abc, sys
-class _Block(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name == "pairzoo" or name.startswith("pairzoo."):
-            raise ImportError("pairzoo is blocked")
-sys.meta_path.insert(0, _Block())
+import sys
 import torch, transformers
 from safetensors.torch import load_file, save_file
 folder, inputs_file, outputs_file, auto_class = sys.argv[1:5]
@@ -174,17 +165,9 @@ class ModelHarness:
         features = {k: v.contiguous() for k, v in inputs.items() if k != "labels"}
         in_file, out_file = str(tmp_path / "inputs.safetensors"), str(tmp_path / "outputs.safetensors")
         save_file(features, in_file)
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         script = _FRESH_FORWARD.replace("OUTPUT_KEY", repr(self.output_key))
         auto_class = get_model_spec(self.model_name).auto_class
-        proc = subprocess.run(
-            [sys.executable, "-c", script, str(folder), in_file, out_file, auto_class],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=tempfile.gettempdir(),
-            timeout=300,
-        )
+        proc = run_without_pairzoo(script, [str(folder), in_file, out_file, auto_class])
         assert proc.returncode == 0, proc.stderr[-3000:]
         with torch.no_grad():
             expected = self.primary(model(**features))

@@ -2,10 +2,6 @@
 projections, the head-selection rule, padding, gradients of the L1 term, config validation, export and the plot."""
 
 import json
-import os
-import subprocess
-import sys
-import tempfile
 
 import pytest
 import torch
@@ -13,7 +9,7 @@ from model_harness import ROWS, ModelHarness
 from transformers import AutoModel, set_seed
 
 from pairzoo import ComateformerConfig, ComateformerModel, create_model, load_tokenizer
-from pairzoo.hub_cards import export_model
+from pairzoo.hub_cards import export_model, run_without_pairzoo
 from pairzoo.modeling.modeling_comateformer import combined_attention_maps, num_combined_heads
 from pairzoo.training.collators import SentencePairCollator, make_collator
 
@@ -364,12 +360,7 @@ def test_pretrained_weights_load_unchanged_into_combined_layers():
 
 
 _FRESH_PIPELINE = r"""
-import importlib.abc, json, sys
-class _Block(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name == "pairzoo" or name.startswith("pairzoo."):
-            raise ImportError("pairzoo is blocked")
-sys.meta_path.insert(0, _Block())
+import json, sys
 from transformers import pipeline
 folder, pairs = sys.argv[1], json.loads(sys.argv[2])
 classify = pipeline("text-classification", model=folder, trust_remote_code=True, device="cpu")
@@ -388,15 +379,7 @@ def test_exported_classifier_runs_in_text_classification_pipeline_without_pairzo
     tokenizer = load_tokenizer("tiny-bert")
     folder = export_model(model, tokenizer, tmp_path / "export", eval_results=[])
     pairs = [{"text": r["sentence1"], "text_pair": r["sentence2"]} for r in ROWS]
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
-    proc = subprocess.run(
-        [sys.executable, "-c", _FRESH_PIPELINE, str(folder), json.dumps(pairs)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tempfile.gettempdir(),
-        timeout=300,
-    )
+    proc = run_without_pairzoo(_FRESH_PIPELINE, [str(folder), json.dumps(pairs)])
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("RESULT "))[7:])
     assert result["class"] == "ComateformerForSequenceClassification"

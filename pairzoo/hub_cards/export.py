@@ -172,8 +172,8 @@ def verify_export(folder: "str | os.PathLike") -> list[Path]:
     return sorted(p for p in folder.rglob("*") if p.is_file())
 
 
-_FRESH_PROCESS_SCRIPT = r"""
-import importlib.abc, json, sys
+_BLOCK_PAIRZOO = r"""
+import importlib.abc, sys
 
 class _BlockPairzoo(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
@@ -182,30 +182,40 @@ class _BlockPairzoo(importlib.abc.MetaPathFinder):
         return None
 
 sys.meta_path.insert(0, _BlockPairzoo())
-import torch
-from transformers import AutoModel, pipeline
+"""
+
+_SCORE_SCRIPT = r"""
+import json, sys
+from transformers import pipeline
 
 folder, examples = sys.argv[1], json.loads(sys.argv[2])
-model = AutoModel.from_pretrained(folder, trust_remote_code=True).eval()
 scorer = pipeline("conditional-similarity", model=folder, trust_remote_code=True, device="cpu")
 out = scorer(examples)
+model = scorer.model
+assert "pairzoo" not in sys.modules
 print("PAIRZOO_RESULT " + json.dumps({"class": type(model).__module__ + "." + type(model).__name__, "outputs": out}))
 """
 
 
-def score_in_fresh_process(folder: "str | os.PathLike", examples: list[dict], timeout: float = 300) -> dict:
-    """Load an export in a new Python process in which `pairzoo` cannot be imported, offline, and score `examples`
-    through `pipeline("conditional-similarity", trust_remote_code=True)`; returns the model class and outputs."""
+def run_without_pairzoo(script: str, args: "list[str]", timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run Python `script` with `args` in a new process where `pairzoo` cannot be imported, offline, outside the
+    repository: what a user who only downloaded an export folder has."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     env.pop("PYTHONPATH", None)
-    proc = subprocess.run(
-        [sys.executable, "-c", _FRESH_PROCESS_SCRIPT, str(Path(folder).resolve()), json.dumps(examples)],
+    return subprocess.run(
+        [sys.executable, "-c", _BLOCK_PAIRZOO + script, *args],
         capture_output=True,
         text=True,
         env=env,
         cwd=tempfile.gettempdir(),
         timeout=timeout,
     )
+
+
+def score_in_fresh_process(folder: "str | os.PathLike", examples: list[dict], timeout: float = 300) -> dict:
+    """Load an export in a new Python process in which `pairzoo` cannot be imported, offline, and score `examples`
+    through `pipeline("conditional-similarity", trust_remote_code=True)`; returns the model class and outputs."""
+    proc = run_without_pairzoo(_SCORE_SCRIPT, [str(Path(folder).resolve()), json.dumps(examples)], timeout)
     for line in proc.stdout.splitlines():
         if line.startswith("PAIRZOO_RESULT "):
             return json.loads(line[len("PAIRZOO_RESULT ") :])

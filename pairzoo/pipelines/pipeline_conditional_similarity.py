@@ -27,6 +27,25 @@ def _validate_texts(field: str, texts: Any, optional: bool = False) -> "list[str
     return texts
 
 
+def _validate_fields(sentence1, sentence2, condition) -> "tuple[list[str], list[str] | None, list[str] | None]":
+    """The three text fields as lists: `sentence1` non-empty, the optional ones of the same length."""
+    sentence1 = _validate_texts("sentence1", sentence1)
+    if not sentence1:
+        raise ValueError("`sentence1` is empty: give at least one text.")
+    sentence2 = _validate_texts("sentence2", sentence2, optional=True)
+    condition = _validate_texts("condition", condition, optional=True)
+    for field, texts in (("sentence2", sentence2), ("condition", condition)):
+        if texts is not None and len(texts) != len(sentence1):
+            raise ValueError(f"`{field}` has {len(texts)} items but `sentence1` has {len(sentence1)}.")
+    return sentence1, sentence2, condition
+
+
+def _resolve_max_length(tokenizer, max_length: "int | None") -> int:
+    """`max_length`, else the tokenizer's own limit, else 512 (tokenizers without a limit report a huge number)."""
+    max_length = max_length or tokenizer.model_max_length
+    return 512 if max_length is None or max_length > 100_000 else max_length
+
+
 def _segment_ids(tokenizer, texts: "list[str]", continuation: bool) -> "list[list[int]]":
     """Token ids of each text without special tokens.
 
@@ -65,17 +84,10 @@ def encode_conditional_inputs(
     `sentence_mask` (first token through the separator after the last sentence) and `condition_mask` (condition
     tokens plus the final separator); padding is in neither.
     """
-    sentence1 = _validate_texts("sentence1", sentence1)
-    sentence2 = _validate_texts("sentence2", sentence2, optional=True)
-    condition = _validate_texts("condition", condition, optional=True)
-    for field, texts in (("sentence2", sentence2), ("condition", condition)):
-        if texts is not None and len(texts) != len(sentence1):
-            raise ValueError(f"`{field}` has {len(texts)} items but `sentence1` has {len(sentence1)}.")
+    sentence1, sentence2, condition = _validate_fields(sentence1, sentence2, condition)
     if tokenizer.cls_token_id is None or tokenizer.sep_token_id is None:
         raise ValueError("The tokenizer needs a CLS/BOS token and a SEP token for cross-encoder inputs.")
-    max_length = max_length or tokenizer.model_max_length
-    if max_length is None or max_length > 100_000:
-        max_length = 512
+    max_length = _resolve_max_length(tokenizer, max_length)
     cls_id, sep_id, pad_id = tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id or 0
 
     ids1 = _segment_ids(tokenizer, sentence1, continuation=False)
@@ -134,19 +146,8 @@ def encode_tri_inputs(
     Returns `input_ids`/`attention_mask` (sentence1), `input_ids_2`/`attention_mask_2` (sentence2, when given) and
     `input_ids_3`/`attention_mask_3` (condition, when given); texts longer than `max_length` are truncated.
     """
-    fields = {
-        "": _validate_texts("sentence1", sentence1),
-        "_2": _validate_texts("sentence2", sentence2, optional=True),
-        "_3": _validate_texts("condition", condition, optional=True),
-    }
-    if not fields[""]:
-        raise ValueError("`sentence1` is empty: give at least one text.")
-    for suffix, name in (("_2", "sentence2"), ("_3", "condition")):
-        if fields[suffix] is not None and len(fields[suffix]) != len(fields[""]):
-            raise ValueError(f"`{name}` has {len(fields[suffix])} items but `sentence1` has {len(fields[''])}.")
-    max_length = max_length or tokenizer.model_max_length
-    if max_length is None or max_length > 100_000:
-        max_length = 512
+    fields = dict(zip(("", "_2", "_3"), _validate_fields(sentence1, sentence2, condition)))
+    max_length = _resolve_max_length(tokenizer, max_length)
     encoded = {}
     for suffix, texts in fields.items():
         if texts is None:
@@ -171,8 +172,6 @@ def encode_bi_inputs(
     """
     if condition is None:
         raise ValueError("`condition` is required for bi-encoder inputs.")
-    if not isinstance(sentence1, str) and not list(sentence1):
-        raise ValueError("`sentence1` is empty: give at least one text.")
     encoded = encode_conditional_inputs(
         tokenizer, sentence1, None, condition, max_length=max_length, return_span_masks=True
     )

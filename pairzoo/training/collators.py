@@ -25,10 +25,12 @@ class ConditionalPairCollator:
     num_labels: int = 1
     label_range: "tuple[float, float] | None" = None
 
+    encoder = staticmethod(encode_conditional_inputs)
+
     def encode(self, rows: list[dict]) -> dict[str, torch.Tensor]:
-        """Model inputs of the rows' texts."""
+        """Model inputs of the rows' texts (absent optional fields are passed as None)."""
         first = rows[0]
-        return encode_conditional_inputs(
+        return self.encoder(
             self.tokenizer,
             [r["sentence1"] for r in rows],
             [r["sentence2"] for r in rows] if "sentence2" in first else None,
@@ -87,15 +89,7 @@ class TriEncoderCollator(ConditionalPairCollator):
     """Rows for tri-encoders (`input_format = "tri"`): each text encoded alone (`input_ids`, `input_ids_2`,
     `input_ids_3` with their attention masks)."""
 
-    def encode(self, rows: list[dict]) -> dict[str, torch.Tensor]:
-        first = rows[0]
-        return encode_tri_inputs(
-            self.tokenizer,
-            [r["sentence1"] for r in rows],
-            [r["sentence2"] for r in rows] if "sentence2" in first else None,
-            [r["condition"] for r in rows] if "condition" in first else None,
-            max_length=self.max_length,
-        )
+    encoder = staticmethod(encode_tri_inputs)
 
 
 @dataclass
@@ -103,17 +97,7 @@ class BiEncoderCollator(ConditionalPairCollator):
     """Rows for bi-encoders (`input_format = "bi"`): `[CLS] s SEP c SEP` per sentence with `sentence_mask` /
     `condition_mask` (second-sentence keys end in `_2`); the condition is required."""
 
-    def encode(self, rows: list[dict]) -> dict[str, torch.Tensor]:
-        first = rows[0]
-        if "condition" not in first:
-            raise ValueError("bi-encoder rows need a `condition`.")
-        return encode_bi_inputs(
-            self.tokenizer,
-            [r["sentence1"] for r in rows],
-            [r["sentence2"] for r in rows] if "sentence2" in first else None,
-            [r["condition"] for r in rows],
-            max_length=self.max_length,
-        )
+    encoder = staticmethod(encode_bi_inputs)
 
 
 COLLATORS = {

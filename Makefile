@@ -13,7 +13,7 @@ export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export MPLBACKEND := Agg
 
-.PHONY: install demo test lint clean
+.PHONY: install demo test bench lint clean
 
 install: $(STAMP)
 
@@ -30,6 +30,13 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+# The cpu-small benchmark profile end to end (about an hour on 2 cores), then the README's results section.
+BENCH_DIR := benchmarks/results/cpu-small
+bench: $(STAMP)
+	$(PY) benchmarks/quality.py --profile cpu-small --output_dir $(BENCH_DIR)
+	$(PY) benchmarks/speed.py --output_dir $(BENCH_DIR)
+	$(PY) benchmarks/report.py $(BENCH_DIR) --readme README.md
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -30,6 +30,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing pairzoo
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from speed import status_kib  # noqa: E402
+
 from pairzoo import ComateformerModel, create_model  # noqa: E402
 
 PLAIN = {"combined_layers": [], "combined_head_fraction": []}
@@ -50,14 +53,6 @@ def make_inputs(batch_size: int, length: int) -> dict:
     return {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids)}
 
 
-def _status_kib(field: str) -> int:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise RuntimeError(f"/proc/self/status has no {field}")
-
-
 def memory_child(arm: str, batch_size: int, length: int) -> None:
     """(In a subprocess.) Print the peak extra resident memory of one forward pass as JSON.
 
@@ -68,10 +63,10 @@ def memory_child(arm: str, batch_size: int, length: int) -> None:
     gc.collect()
     with open("/proc/self/clear_refs", "w") as clear_refs:
         clear_refs.write("5")
-    before = _status_kib("VmRSS")
+    before = status_kib("VmRSS")
     with torch.no_grad():
         model(**inputs)
-    peak = _status_kib("VmHWM")
+    peak = status_kib("VmHWM")
     print(json.dumps({"peak_extra_mib": (peak - before) / 1024, "peak_total_mib": peak / 1024}))
 
 

@@ -2,13 +2,22 @@
 
 import transformers
 
-from .configuration import ComateformerConfig, CrossEncoderConfig, CsrConfig, SeaverConfig
+from .configuration import (
+    ComateformerConfig,
+    CrossEncoderConfig,
+    CsrConfig,
+    NeighborAttentionConfig,
+    SeaverConfig,
+    SiameseMatcherConfig,
+)
 from .modeling import (
     ComateformerForSequenceClassification,
     ComateformerModel,
     CrossEncoderForConditionalSimilarity,
     CsrModel,
+    NeighborAttentionForSequenceClassification,
     SeaverForConditionalSimilarity,
+    SiameseMatcherForSequenceClassification,
 )
 from .registry import ModelSpec
 
@@ -69,6 +78,38 @@ MODEL_SPECS.append(
         "quasi-attention M = tanh(E) * 2 sigmoid(N) (affinity E, negative L1 difference N, no softmax) on the "
         "pretrained Q/K/V; a first-token head classifies (or regresses) the sentence pair.",
         paper="Li, Liang, Zhang: Comateformer: Combined Attention Transformer for Semantic Sentence Matching",
+    )
+)
+
+MODEL_SPECS.append(
+    ModelSpec(
+        name="siamese-matcher",
+        config_class=SiameseMatcherConfig,
+        model_class=SiameseMatcherForSequenceClassification,
+        auto_class="AutoModelForSequenceClassification",
+        pipeline_tag="text-classification",
+        task="pair-classification",
+        summary="Siamese matcher: ESIM or RE2 with optional FA or SFA feature attention. No transformer encoder: "
+        "FA (feature attention) or SFA (selective feature attention over stacked BiGRU branches) sits on both "
+        "branches after the interaction attention; word embeddings are initialised from the backbone's input "
+        "embedding matrix (MiniLM's; GloVe is not available offline); each sentence is tokenised alone.",
+        paper="Zang, Liu: Modeling Selective Feature Attention for Representation-based Siamese Text Matching; "
+        "hosts: Chen et al. 2017 (ESIM), Yang et al. 2019 (RE2)",
+    )
+)
+
+MODEL_SPECS.append(
+    ModelSpec(
+        name="neighbor-attention",
+        config_class=NeighborAttentionConfig,
+        model_class=NeighborAttentionForSequenceClassification,
+        auto_class="AutoModelForSequenceClassification",
+        pipeline_tag="text-classification",
+        task="pair-classification",
+        summary="Neighbor attention on a frozen MLM encoder: label words in the input, the class predicted from a "
+        "[MASK] state; in the upper layers each token also attends to k vocabulary neighbours (top-K of h W_e^T) "
+        "through trainable K_b/V_b; about 3% trainable parameters. Baselines: training_mode='full' or 'bitfit'.",
+        paper="Learning expressive sentence representations via neighbor attention (issue 7's seed paper)",
     )
 )
 

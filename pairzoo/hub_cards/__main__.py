@@ -1,9 +1,11 @@
-"""`python -m pairzoo.hub_cards push FOLDER ORG/NAME [--dry-run]`."""
+"""`python -m pairzoo.hub_cards push FOLDER ORG/NAME [--dry-run]`; `python -m pairzoo.hub_cards card FOLDER --results
+DIR` re-renders an export's model card with the benchmark results measured for its configuration."""
 
 import argparse
 import sys
 
 from .push import push
+from .results import update_model_card
 
 
 def main(argv: "list[str] | None" = None) -> int:
@@ -14,8 +16,16 @@ def main(argv: "list[str] | None" = None) -> int:
     push_parser.add_argument("repo_id")
     push_parser.add_argument("--dry-run", action="store_true", help="list what would be sent; works offline")
     push_parser.add_argument("--private", action="store_true")
+    card_parser = sub.add_parser("card", help="re-render an export's model card with benchmark results")
+    card_parser.add_argument("folder")
+    card_parser.add_argument("--results", required=True, help="benchmark results folder (benchmarks/results/NAME)")
+    card_parser.add_argument("--base-model", default="minilm", help="backbone named in the card")
     args = parser.parse_args(argv)
     try:
+        if args.command == "card":
+            results = update_model_card(args.folder, args.results, args.base_model)
+            print(f"{args.folder}/README.md: {len(results)} benchmark result(s) in model-index")
+            return 0
         push(args.folder, args.repo_id, dry_run=args.dry_run, private=args.private)
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -1,4 +1,10 @@
-"""Write a folder that is exactly what a Hub repo would hold, and check it loads without pairzoo."""
+"""Write a folder that is exactly what a Hub repo would hold, check it, load it safely, and check it loads without
+pairzoo.
+
+Exports hold safetensors weights only: pickle files (`.bin`, `.pt`, `.pth`, `.pkl`, `.ckpt`) can run arbitrary code
+when loaded, so `export_model` never writes one and `verify_export` / `load_export` refuse a folder holding one unless
+`allow_pickle=True` is passed explicitly.
+"""
 
 import json
 import os
@@ -9,7 +15,9 @@ import tempfile
 from pathlib import Path
 
 import jinja2
+import torch
 import yaml
+from safetensors import safe_open
 from transformers import PreTrainedModel
 
 from ..pipelines import pipeline_conditional_similarity
@@ -17,6 +25,7 @@ from ..registry import spec_for_model
 from .codegen import remote_code_files
 
 WEIGHTS_FILE = "model.safetensors"
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
 PIPELINE_FILE = "pipeline_conditional_similarity.py"
 PIPELINE_TASK = "conditional-similarity"
 _METRIC_TYPES = {"spearman": "spearmanr", "pearson": "pearsonr", "mse": "mse", "accuracy": "accuracy", "f1": "f1"}
@@ -139,37 +148,123 @@ def export_model(
             }
         (tmp / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
         (tmp / "README.md").write_text(render_model_card(model, eval_results, base_model, repo_id))
-        for leftover in tmp.glob("*.bin"):
-            raise ValueError(f"export must hold safetensors only, found {leftover.name}.")
-        if output_dir.exists():
-            shutil.rmtree(output_dir)
-        tmp.rename(output_dir)
+        pickles = _pickle_files(tmp)
+        if pickles:
+            raise ValueError(f"export must hold safetensors only, found pickle files {pickles}.")
+        _replace_folder(tmp, output_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return output_dir
 
 
-def verify_export(folder: "str | os.PathLike") -> list[Path]:
-    """Check an export folder holds what a Hub repo needs; returns its files. Missing pieces raise, naming them."""
+def _pickle_files(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.suffix in PICKLE_SUFFIXES)
+
+
+def _replace_folder(new: Path, target: Path) -> None:
+    """Rename `new` to `target`; an existing `target` is first renamed aside and deleted only after the swap, so at
+    every moment either the old or the new complete folder is in place."""
+    if not target.exists():
+        new.rename(target)
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
+    old.rmdir()
+    target.rename(old)
+    try:
+        new.rename(target)
+    except BaseException:
+        old.rename(target)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def verify_export(folder: "str | os.PathLike", allow_pickle: bool = False) -> list[Path]:
+    """Check an export folder holds what a Hub repo needs; returns its files.
+
+    Missing pieces are a `FileNotFoundError` naming them; pickle files (unless `allow_pickle`), a config.json that is
+    not a JSON object, or a weights file that is not a readable safetensors file are a `ValueError` naming the file.
+    """
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(f"export folder {str(folder)!r} does not exist.")
-    for required in ("config.json", WEIGHTS_FILE, "README.md"):
-        if not (folder / required).is_file():
-            raise FileNotFoundError(f"export folder {str(folder)!r} is missing {required}.")
-    pickles = [p.name for p in folder.iterdir() if p.suffix in (".bin", ".pt", ".pth", ".pkl", ".ckpt")]
-    if pickles:
-        raise ValueError(f"export folder {str(folder)!r} holds pickle files {pickles}; only safetensors are allowed.")
+    pickles = _pickle_files(folder)
+    if pickles and not allow_pickle:
+        raise ValueError(
+            f"export folder {str(folder)!r} holds pickle files {pickles}; only safetensors are allowed (pickle can "
+            "run arbitrary code when loaded: pass allow_pickle=True only for a folder you trust)."
+        )
+    required = ["config.json", "README.md"] + ([] if pickles else [WEIGHTS_FILE])
+    for name in required:
+        if not (folder / name).is_file():
+            raise FileNotFoundError(f"export folder {str(folder)!r} is missing {name}.")
     try:
-        config = json.loads((folder / "config.json").read_text())
-    except json.JSONDecodeError as err:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise ValueError(f"{str(folder / 'config.json')!r} is not valid JSON: {err}.") from err
-    for module_ref in (config.get("auto_map") or {}).values():
-        module_file = folder / (module_ref.split(".")[0] + ".py")
+    if not isinstance(config, dict):
+        raise ValueError(f"{str(folder / 'config.json')!r} must hold a JSON object, got {type(config).__name__}.")
+    auto_map = config.get("auto_map") or {}
+    if not isinstance(auto_map, dict):
+        raise ValueError(f"{str(folder / 'config.json')!r}: `auto_map` must be an object.")
+    for module_ref in auto_map.values():
+        module_file = folder / (str(module_ref).split(".")[0] + ".py")
         if not module_file.is_file():
             raise FileNotFoundError(f"export folder {str(folder)!r} is missing {module_file.name} (from auto_map).")
+    for weights in sorted(folder.glob("*.safetensors")):
+        _check_safetensors(weights)
     return sorted(p for p in folder.rglob("*") if p.is_file())
+
+
+def _check_safetensors(path: Path) -> None:
+    """Read every tensor of a safetensors file, so a truncated or corrupt file fails here, naming the file."""
+    try:
+        with safe_open(str(path), framework="pt") as weights:
+            for key in weights.keys():
+                tensor = weights.get_tensor(key)
+                if tensor.is_floating_point() and not torch.isfinite(tensor).all():
+                    raise ValueError(f"tensor {key!r} holds non-finite values")
+    except Exception as err:  # safetensors raises its own error types for corrupt headers and short files
+        raise ValueError(f"weights file {str(path)!r} is corrupt or unreadable: {err}.") from err
+
+
+def load_export(folder: "str | os.PathLike", allow_pickle: bool = False) -> "tuple[PreTrainedModel, object]":
+    """Load a pairzoo export folder with the registered pairzoo classes: `(model, tokenizer)`.
+
+    The folder is checked first (`verify_export`). Weights load from safetensors only unless `allow_pickle=True`;
+    the folder's own Python files are never executed (the installed pairzoo classes are used, so no
+    `trust_remote_code`). A config that fails validation, or whose shapes disagree with the weights, is a
+    `ValueError` naming the folder.
+    """
+    import transformers
+
+    from ..registry import get_model_spec, list_models
+
+    folder = Path(folder)
+    verify_export(folder, allow_pickle=allow_pickle)
+    config_path = folder / "config.json"
+    model_type = json.loads(config_path.read_text(encoding="utf-8")).get("model_type")
+    specs = [get_model_spec(n) for n in list_models() if get_model_spec(n).config_class.model_type == model_type]
+    if not specs:
+        raise ValueError(f"{str(config_path)!r}: `model_type` {model_type!r} is not a registered pairzoo model.")
+    spec = specs[0]
+    try:
+        config = spec.config_class.from_pretrained(folder)
+        auto = getattr(transformers, spec.auto_class)
+        model, info = auto.from_pretrained(
+            folder, config=config, use_safetensors=None if allow_pickle else True, output_loading_info=True
+        )
+    except ValueError as err:
+        raise ValueError(f"export folder {str(folder)!r}: {err}") from err
+    except (OSError, RuntimeError) as err:
+        raise ValueError(f"export folder {str(folder)!r} could not be loaded: {err}") from err
+    disagree = {k: sorted(map(str, v))[:5] for k, v in info.items() if k != "error_msgs" and v}
+    if disagree:  # a tampered config (layers, sizes) would otherwise load with freshly initialised weights
+        raise ValueError(f"{str(config_path)!r} does not match {WEIGHTS_FILE} in {str(folder)!r}: {disagree}.")
+    if not (folder / "tokenizer_config.json").is_file():
+        raise FileNotFoundError(f"export folder {str(folder)!r} is missing tokenizer_config.json.")
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    return model, tokenizer
 
 
 _BLOCK_PAIRZOO = r"""
@@ -189,7 +284,8 @@ import json, sys
 from transformers import pipeline
 
 folder, examples = sys.argv[1], json.loads(sys.argv[2])
-scorer = pipeline("conditional-similarity", model=folder, trust_remote_code=True, device="cpu")
+safe = {"use_safetensors": True}
+scorer = pipeline("conditional-similarity", model=folder, trust_remote_code=True, device="cpu", model_kwargs=safe)
 out = scorer(examples)
 model = scorer.model
 assert "pairzoo" not in sys.modules

@@ -33,6 +33,47 @@ def pool_hidden_states(hidden_states: torch.Tensor, attention_mask: torch.Tensor
     raise ValueError(f"Unknown pooling {pooling!r}.")
 
 
+def check_forward_inputs(module: nn.Module, args: tuple, kwargs: dict) -> None:
+    """Reject malformed model inputs with a `ValueError` naming the field, before they fail deep inside the encoder
+    (an `IndexError` on out-of-range ids, a silently broadcast label batch, a NaN loss from NaN labels).
+
+    Checks every `input_ids*` tensor (integer dtype, 2-D, ids within the vocabulary) against its `attention_mask*`
+    (same shape) and `labels` (one per row; finite for regression, class indices in [0, num_labels) otherwise).
+    Registered as a forward pre-hook by `PairzooPreTrainedModel.post_init`.
+    """
+    inputs = dict(kwargs)
+    if args and isinstance(args[0], torch.Tensor):
+        inputs.setdefault("input_ids", args[0])
+    config = module.config
+    backbone_config = getattr(config, "backbone_config", None)
+    vocab = getattr(config, "vocab_size", None) or getattr(backbone_config, "vocab_size", None)
+    batch_size = None
+    for name, ids in inputs.items():
+        if not name.startswith("input_ids") or not isinstance(ids, torch.Tensor):
+            continue
+        if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+            raise ValueError(f"`{name}` must hold integer token ids, got dtype {ids.dtype}.")
+        if ids.dim() != 2:
+            raise ValueError(f"`{name}` must be (batch_size, sequence_length), got shape {tuple(ids.shape)}.")
+        if vocab and ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab):
+            raise ValueError(f"`{name}` holds token ids outside [0, {vocab}) (the vocabulary size).")
+        mask_name = "attention_mask" + name[len("input_ids") :]
+        mask = inputs.get(mask_name)
+        if isinstance(mask, torch.Tensor) and mask.shape != ids.shape:
+            raise ValueError(f"`{mask_name}` has shape {tuple(mask.shape)} but `{name}` has {tuple(ids.shape)}.")
+        batch_size = ids.shape[0] if batch_size is None else batch_size
+    labels = inputs.get("labels")
+    if not isinstance(labels, torch.Tensor) or batch_size is None:
+        return
+    if labels.dim() == 0 or labels.shape[0] != batch_size:
+        raise ValueError(f"`labels` has shape {tuple(labels.shape)}; expected one label per row ({batch_size}).")
+    if getattr(config, "num_labels", 1) == 1:
+        if labels.is_floating_point() and not bool(torch.isfinite(labels).all()):
+            raise ValueError("`labels` contains NaN or infinite values.")
+    elif int(labels.min()) < 0 or int(labels.max()) >= config.num_labels:
+        raise ValueError(f"`labels` must be class indices in [0, {config.num_labels}), got {labels.tolist()}.")
+
+
 class PairzooPreTrainedModel(PreTrainedModel):
     """Base of every pairzoo model that wraps a pretrained encoder in `self.backbone`.
 
@@ -47,6 +88,11 @@ class PairzooPreTrainedModel(PreTrainedModel):
     _supports_flash_attn = True
     _supports_flex_attn = True
     _supports_attention_backend = True
+
+    def post_init(self) -> None:
+        """Initialise weights (transformers) and install the input checks (`check_forward_inputs`)."""
+        super().post_init()
+        self.register_forward_pre_hook(check_forward_inputs, with_kwargs=True)
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:

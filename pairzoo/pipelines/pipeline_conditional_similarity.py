@@ -10,30 +10,41 @@ import torch
 from transformers import Pipeline
 
 
-def _validate_texts(field: str, texts: Any, optional: bool = False) -> "list[str] | None":
-    """A list of non-empty strings (or None when the field is optional and absent)."""
+def validate_texts(field: str, texts: Any, optional: bool = False) -> "list[str] | None":
+    """A list of non-empty strings (or None when the field is optional and absent).
+
+    A single string or a sequence of strings (list, tuple, a dataset column) is accepted. Bytes, dicts, sets and
+    numbers are a `ValueError` naming the field, as is a text with no visible character or one that is not
+    encodable Unicode (a lone surrogate), so tokenizers never see input they would crash on or silently mangle.
+    """
     if texts is None:
         if optional:
             return None
         raise ValueError(f"`{field}` is required.")
     if isinstance(texts, str):
         texts = [texts]
+    if isinstance(texts, (bytes, bytearray, dict, set, frozenset)) or not hasattr(texts, "__iter__"):
+        raise ValueError(f"`{field}` must be a string or a list of strings, got {type(texts).__name__}.")
     texts = list(texts)
     for i, text in enumerate(texts):
         if not isinstance(text, str):
             raise ValueError(f"`{field}`[{i}] must be a string, got {type(text).__name__}.")
         if not text.strip():
             raise ValueError(f"`{field}`[{i}] is empty.")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as err:
+            raise ValueError(f"`{field}`[{i}] is not valid Unicode ({err.reason} at position {err.start}).") from err
     return texts
 
 
 def _validate_fields(sentence1, sentence2, condition) -> "tuple[list[str], list[str] | None, list[str] | None]":
     """The three text fields as lists: `sentence1` non-empty, the optional ones of the same length."""
-    sentence1 = _validate_texts("sentence1", sentence1)
+    sentence1 = validate_texts("sentence1", sentence1)
     if not sentence1:
         raise ValueError("`sentence1` is empty: give at least one text.")
-    sentence2 = _validate_texts("sentence2", sentence2, optional=True)
-    condition = _validate_texts("condition", condition, optional=True)
+    sentence2 = validate_texts("sentence2", sentence2, optional=True)
+    condition = validate_texts("condition", condition, optional=True)
     for field, texts in (("sentence2", sentence2), ("condition", condition)):
         if texts is not None and len(texts) != len(sentence1):
             raise ValueError(f"`{field}` has {len(texts)} items but `sentence1` has {len(sentence1)}.")
@@ -42,6 +53,8 @@ def _validate_fields(sentence1, sentence2, condition) -> "tuple[list[str], list[
 
 def _resolve_max_length(tokenizer, max_length: "int | None") -> int:
     """`max_length`, else the tokenizer's own limit, else 512 (tokenizers without a limit report a huge number)."""
+    if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1):
+        raise ValueError(f"`max_length` must be a positive integer or None, got {max_length!r}.")
     max_length = max_length or tokenizer.model_max_length
     return 512 if max_length is None or max_length > 100_000 else max_length
 
@@ -172,6 +185,7 @@ def encode_bi_inputs(
     """
     if condition is None:
         raise ValueError("`condition` is required for bi-encoder inputs.")
+    sentence1, sentence2, condition = _validate_fields(sentence1, sentence2, condition)  # every field before any work
     encoded = encode_conditional_inputs(
         tokenizer, sentence1, None, condition, max_length=max_length, return_span_masks=True
     )
@@ -209,8 +223,17 @@ class ConditionalSimilarityPipeline(Pipeline):
                 f"got {type(inputs).__name__}."
             )
         for field in ("sentence1", "condition"):
-            if field not in inputs:
+            if inputs.get(field) is None:
                 raise ValueError(f"Input is missing `{field}`.")
+        unknown = sorted(str(key) for key in set(inputs) - {"sentence1", "sentence2", "condition", "label"})
+        if unknown:  # a misspelt `sentence2` would otherwise be scored as a pair task, silently
+            raise ValueError(f"Input has unknown fields {unknown}; expected `sentence1`, `sentence2`, `condition`.")
+        for field in ("sentence1", "sentence2", "condition"):
+            value = inputs.get(field)
+            if value is not None and not isinstance(value, str):  # one example per dict; batches are lists of dicts
+                raise ValueError(
+                    f"`{field}` must be a string, got {type(value).__name__} (pass a list of dicts for a batch)."
+                )
         input_format = getattr(self.model, "input_format", "cross")
         if input_format not in _INPUT_ENCODERS:
             raise ValueError(f"no input encoding for input_format {input_format!r}; known: {sorted(_INPUT_ENCODERS)}.")

@@ -5,11 +5,17 @@ live once in `ConditionalPairCollator`.
 """
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 
-from ..pipelines.pipeline_conditional_similarity import encode_bi_inputs, encode_conditional_inputs, encode_tri_inputs
+from ..modeling.modeling_neighbor_attention import encode_neighbor_attention_inputs, resolve_label_words
+from ..pipelines.pipeline_conditional_similarity import (
+    encode_bi_inputs,
+    encode_conditional_inputs,
+    encode_tri_inputs,
+    validate_texts,
+)
 
 
 @dataclass
@@ -67,11 +73,7 @@ class SentencePairCollator(ConditionalPairCollator):
     read a plain sentence pair (`input_format = "pair"`)."""
 
     def encode(self, rows: list[dict]) -> dict[str, torch.Tensor]:
-        texts = {field: [r[field] for r in rows] for field in ("sentence1", "sentence2")}
-        for field, values in texts.items():
-            for i, text in enumerate(values):
-                if not isinstance(text, str) or not text.strip():
-                    raise ValueError(f"`{field}`[{i}] must be a non-empty string, got {text!r}.")
+        texts = {field: validate_texts(field, [r[field] for r in rows]) for field in ("sentence1", "sentence2")}
         return dict(
             self.tokenizer(
                 texts["sentence1"],
@@ -100,11 +102,34 @@ class BiEncoderCollator(ConditionalPairCollator):
     encoder = staticmethod(encode_bi_inputs)
 
 
+@dataclass
+class PromptCollator(ConditionalPairCollator):
+    """Rows for neighbor attention (`input_format = "prompt"`): `[CLS] [MASK]' Y1 or ... of [MASK] [SEP] [MASK]' s1
+    [SEP] [MASK]' s2 [SEP]` with `mask_positions`; label words and prompt options come from `model_config`."""
+
+    model_config: object = None
+
+    def encode(self, rows: list[dict]) -> dict[str, torch.Tensor]:
+        config = self.model_config
+        if config is None:
+            raise ValueError("PromptCollator needs `model_config` (the model's config) for the label words.")
+        return encode_neighbor_attention_inputs(
+            self.tokenizer,
+            [r["sentence1"] for r in rows],
+            [r["sentence2"] for r in rows] if "sentence2" in rows[0] else None,
+            label_words=resolve_label_words(config),
+            max_length=self.max_length,
+            connecting_tokens=config.connecting_tokens,
+            prompt_format=config.prompt_format,
+        )
+
+
 COLLATORS = {
     "cross": ConditionalPairCollator,
     "pair": SentencePairCollator,
     "tri": TriEncoderCollator,
     "bi": BiEncoderCollator,
+    "prompt": PromptCollator,
 }
 
 
@@ -115,4 +140,6 @@ def make_collator(
     input_format = getattr(model, "input_format", "cross")
     if input_format not in COLLATORS:
         raise ValueError(f"no collator for input_format {input_format!r}; known: {sorted(COLLATORS)}.")
-    return COLLATORS[input_format](tokenizer, max_length, model.config.num_labels, label_range)
+    collator_class = COLLATORS[input_format]
+    extra = {"model_config": model.config} if "model_config" in {f.name for f in fields(collator_class)} else {}
+    return collator_class(tokenizer, max_length, model.config.num_labels, label_range, **extra)

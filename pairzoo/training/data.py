@@ -89,7 +89,10 @@ def _read_lines(path: Path) -> list[str]:
 def _read_tsv(path: Path, header: bool, min_fields: int) -> "tuple[list[str], list[list[str]]]":
     """Rows of a TSV read with quoting off (many sentences hold unbalanced quotes); short rows are errors."""
     lines = _read_lines(path)
-    rows = list(csv.reader(lines, delimiter="\t", quoting=csv.QUOTE_NONE))
+    try:
+        rows = list(csv.reader(lines, delimiter="\t", quoting=csv.QUOTE_NONE))
+    except csv.Error as err:
+        raise ValueError(f"data file {str(path)!r} is not a readable TSV: {err}.") from err
     names = rows.pop(0) if header and rows else []
     for number, row in enumerate(rows, start=2 if header else 1):
         if len(row) < min_fields:
@@ -137,7 +140,13 @@ def _glue_pair_reader(col1: str, col2: str, col_label: str, labels: "list[str] |
             if len(row) <= max(i1, i2, il):
                 raise ValueError(f"{str(path)!r} line {n}: expected {max(i1, i2, il) + 1} tab-separated fields.")
             label = _class_label(row[il], labels, path, n) if labels else _float_label(row[il], path, n, *scale)
-            out.append({"sentence1": _check_text(row[i1], col1, path, n), "sentence2": row[i2], "label": label})
+            out.append(
+                {
+                    "sentence1": _check_text(row[i1], col1, path, n),
+                    "sentence2": _check_text(row[i2], col2, path, n),
+                    "label": label,
+                }
+            )
         return out
 
     return read
@@ -173,7 +182,8 @@ def _sick_reader(target: str) -> Callable:
                 if target == "relatedness"
                 else _class_label(row[il], SICK_E_LABELS, path, n)
             )
-            out.append({"sentence1": row[ia], "sentence2": row[ib], "label": label})
+            sentences = [_check_text(row[i], name, path, n) for i, name in ((ia, "sentence_A"), (ib, "sentence_B"))]
+            out.append({"sentence1": sentences[0], "sentence2": sentences[1], "label": label})
         return out
 
     return read
@@ -190,8 +200,8 @@ def _snli_reader(path: Path) -> list[dict]:
         raise ValueError(f"e-SNLI files in {str(folder)!r} ({suffix}) are not line-aligned: line counts {sizes}.")
     return [
         {
-            "sentence1": s1[i].strip(),
-            "sentence2": s2[i].strip(),
+            "sentence1": _check_text(s1[i].strip(), f"s1.{suffix}", folder / f"s1.{suffix}", i + 1),
+            "sentence2": _check_text(s2[i].strip(), f"s2.{suffix}", folder / f"s2.{suffix}", i + 1),
             "label": _class_label(labels[i], NLI_LABELS, path, i + 1),
             **{f"explanation_{k + 1}": explanations[k][i] for k in range(3)},
         }
@@ -216,7 +226,7 @@ def _absa_reader(path: Path) -> list[dict]:
             out.append(
                 {
                     "sentence1": _check_text(text, "text", path, len(out) + 1),
-                    "condition": term.get("term", ""),
+                    "condition": _check_text(term.get("term", ""), "aspectTerm term", path, len(out) + 1),
                     "label": _class_label(polarity, ABSA_LABELS, path, len(out) + 1),
                 }
             )
@@ -478,12 +488,24 @@ CSTS_COLUMNS = ("sentence1", "sentence2", "condition", "label")
 
 def _read_csts_csv(path: Path, require_labels: bool) -> list[dict]:
     lines = _read_lines(path)
-    reader = csv.DictReader(lines)
+    try:
+        return _parse_csts_rows(csv.DictReader(lines), path, require_labels)
+    except csv.Error as err:
+        raise ValueError(f"C-STS file {str(path)!r} is not a readable CSV: {err}.") from err
+
+
+def _parse_csts_rows(reader: csv.DictReader, path: Path, require_labels: bool) -> list[dict]:
     missing = [c for c in CSTS_COLUMNS if c not in (reader.fieldnames or [])]
     if missing and (missing != ["label"] or require_labels):
         raise ValueError(f"C-STS file {str(path)!r} is missing columns {missing} (has {reader.fieldnames}).")
+    width = len(reader.fieldnames)
     rows = []
     for n, row in enumerate(reader, start=2):
+        if None in row or any(value is None for value in row.values()):  # DictReader's marks of a ragged row
+            count = width + len(row.get(None) or []) - sum(value is None for value in row.values())
+            raise ValueError(
+                f"{str(path)!r} row {n}: expected {width} comma-separated fields (the header's), got {count}."
+            )
         example = {f: _check_text(row.get(f) or "", f, path, n) for f in ("sentence1", "sentence2", "condition")}
         raw = (row.get("label") or "").strip()
         if not raw:

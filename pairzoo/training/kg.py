@@ -5,8 +5,8 @@ without a condition. Training: InfoNCE over in-batch negatives with an additive 
 learnable temperature (initialised at 0.05), in both directions (query -> tail and tail -> query), in-batch false
 negatives (same tail entity) masked, as intfloat/SimKGC does. Inverse triples `(tail, "inverse <relation>", head)` are
 added to training and evaluation, as SimKGC does. Evaluation: filtered MRR and Hits@1/3/10, each query ranked against
-all entities (40,943 for WN18RR), the other known answers (train and dev triples) filtered out. Only dev is evaluated:
-test is held out.
+all entities (40,943 for WN18RR), the other known answers (train and dev triples) and the query's own head entity
+filtered out. Only dev is evaluated: test is held out.
 
 `python -m pairzoo.train_kg --model csr --backbone minilm --config_overrides '{"architecture": "tri"}' --max_steps 300`
 """
@@ -151,7 +151,11 @@ def evaluate_kg(
     max_length: int = 64,
     batch_size: int = 256,
 ) -> "dict[str, float]":
-    """Filtered MRR and Hits@1/3/10 of `queries` ranked against every entity; other known answers are filtered."""
+    """Filtered MRR and Hits@1/3/10 of `queries` ranked against every entity.
+
+    Other known answers and the query's own head entity (unless it is the answer) are filtered out: an entity's text is
+    trivially closest to itself, which would otherwise cap every rank at 2.
+    """
     if not queries:
         raise ValueError("no evaluation queries.")
     kg_model.eval()
@@ -166,7 +170,8 @@ def evaluate_kg(
         scores = kg_model.query_embeddings(batch) @ entities.T
         targets = batch["tail_index"]
         for row, r in enumerate(rows):
-            others = [entity_index[t] for t in known.get((r["head_id"], r["relation"]), ()) if t != r["tail_id"]]
+            excluded = known.get((r["head_id"], r["relation"]), set()) | {r["head_id"]}
+            others = [entity_index[t] for t in excluded if t != r["tail_id"]]
             if others:
                 scores[row, others] = -math.inf
         target_scores = scores.gather(1, targets.unsqueeze(1))

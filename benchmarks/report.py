@@ -1,0 +1,173 @@
+"""Tables and plots from benchmark result files: nothing here is typed by hand.
+
+Reads the per-run JSON files `benchmarks/quality.py` wrote (and, when present, `speed.json` from
+`benchmarks/speed.py`), and writes beside them `RESULTS.md` (mean ± std over seeds, delta vs the comparison's
+baseline, whether the delta exceeds the seed spread), `summary.json` and `quality.png` (bars with std error bars).
+With `--readme README.md` the README's section between the results markers is replaced by the same tables.
+
+    python benchmarks/report.py benchmarks/results/cpu-small --readme README.md
+"""
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing pairzoo
+
+from pairzoo.hub_cards.results import load_runs, summarise  # noqa: E402
+
+START, END = "<!-- results:start -->", "<!-- results:end -->"
+
+# The papers' own headline numbers, with their backbones and data: context, not pairzoo measurements.
+PAPER_NUMBERS = [
+    ("SEAVER", "C-STS test Spearman 43.83", "SimCSE-large cross-encoder"),
+    ("CSR", "C-STS test Spearman 42.0 (tri-encoder)", "SimCSE-large"),
+    ("Comateformer", "average 89.2 over its matching benchmarks", "RoBERTa-base"),
+    ("RE2 + SFA", "QQP accuracy 90.97, 5.27M parameters", "GloVe embeddings"),
+    ("Neighbor attention", "accuracy 85.0 / Recall@20 43.5 on 10% of SNLI", "frozen BERT-base"),
+]
+
+
+def quality_markdown(rows: list[dict]) -> str:
+    """The quality table: one line per (comparison, dataset, arm)."""
+    first = rows[0]
+    caps = ", ".join(f"{k}={v}" for k, v in first["train_args"].items())
+    hardware = first["hardware"]
+    machine = hardware["cuda"] or f"CPU ({hardware['cpu_count']} cores, {hardware['torch_threads']} torch threads)"
+    lines = [
+        f"Profile `{first['profile']}`, backbone `{first['backbone']}`, {machine}, seeds {first['seeds']}, "
+        f"dev splits, git `{first['git_commit'][:12]}`. Budget: {caps}; an arm trained otherwise says how.",
+        "",
+        "| comparison | data set | arm | metric | mean ± std | delta vs baseline | beyond seed spread |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        delta = "baseline" if r["delta"] is None else f"{r['delta']:+.2f}"
+        if r["delta"] is None:
+            beyond = ""
+        elif r["beyond_spread"] is None:
+            beyond = "n/a (1 seed)"
+        else:
+            beyond = "yes" if r["beyond_spread"] else "no"
+        differs = {k: v for k, v in r["train_args"].items() if first["train_args"].get(k) != v}
+        arm = r["arm"] + (f" ({', '.join(f'{k}={v}' for k, v in differs.items())})" if differs else "")
+        lines.append(
+            f"| {r['comparison']} | {r['dataset']} | {arm} | {r['metric']} | "
+            f"{r['mean']:.2f} ± {r['std']:.2f} | {delta} | {beyond} |"
+        )
+    lines.append("")
+    lines.append("'Beyond seed spread': |delta| > std(arm) + std(baseline); unknown with a single seed.")
+    return "\n".join(lines)
+
+
+def speed_markdown(speed: dict) -> str:
+    """The speed/memory targets table from `speed.json`."""
+    lines = [
+        f"Speed and memory (`benchmarks/speed.py`, {speed['device']}, medians of {speed['repeats']} timed runs "
+        "after warm-up, ratios measured in one process per comparison):",
+        "",
+        "| method | target | measured | met |",
+        "|---|---|---|---|",
+    ]
+    for t in speed["targets"]:
+        lines.append(f"| {t['method']} | {t['target']} | {t['measured']:.3g} | {'yes' if t['met'] else 'no'} |")
+    return "\n".join(lines)
+
+
+def papers_markdown() -> str:
+    lines = [
+        "The papers' own headline numbers (their backbones, data and budgets; not measured here):",
+        "",
+        "| method | paper reports | with |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {m} | {n} | {b} |" for m, n, b in PAPER_NUMBERS]
+    return "\n".join(lines)
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    """Bars (mean) with std error bars, one panel per (comparison, dataset)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels: dict = defaultdict(list)
+    for r in rows:
+        panels[(r["comparison"], r["dataset"])].append(r)
+    cols = min(4, len(panels))
+    nrows = -(-len(panels) // cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(3.6 * cols, 3.0 * nrows), squeeze=False)
+    for ax, ((comparison, dataset), panel) in zip(axes.flat, panels.items()):
+        labels = [r["arm"] for r in panel]
+        ax.bar(range(len(panel)), [r["mean"] for r in panel], yerr=[r["std"] for r in panel], capsize=4)
+        ax.set_xticks(range(len(panel)), labels, rotation=30, ha="right", fontsize=7)
+        ax.set_title(f"{comparison} / {dataset}", fontsize=9)
+        ax.set_ylabel(panel[0]["metric"], fontsize=8)
+    for ax in axes.flat[len(panels) :]:
+        ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False) as tmp:
+        tmp.write(text)
+    os.replace(tmp.name, path)
+
+
+def update_readme(readme: Path, section: str) -> None:
+    """Replace the text between the results markers of `readme` with `section`."""
+    text = readme.read_text()
+    if START not in text or END not in text:
+        raise ValueError(f"{str(readme)!r} has no {START} ... {END} markers.")
+    head, rest = text.split(START, 1)
+    _, tail = rest.split(END, 1)
+    write_atomic(readme, f"{head}{START}\n{section}\n{END}{tail}")
+
+
+def render(rows: list[dict], speed: "dict | None", image: str) -> str:
+    """The results Markdown: quality table and chart, speed targets (when measured), the papers' numbers."""
+    parts = ["### Quality", "", f"![quality bars with seed std]({image})", "", quality_markdown(rows)]
+    if speed is not None:
+        parts += ["", "### Speed and memory", "", speed_markdown(speed)]
+    parts += ["", "### The papers' numbers", "", papers_markdown()]
+    return "\n".join(parts)
+
+
+def build_report(results_dir: Path, readme: "Path | None" = None) -> str:
+    """Write RESULTS.md, summary.json and quality.png under `results_dir` (and the README section); returns the
+    Markdown of RESULTS.md."""
+    rows = summarise(load_runs(results_dir))
+    speed_path = results_dir / "speed.json"
+    speed = json.loads(speed_path.read_text()) if speed_path.exists() else None
+    plot(rows, results_dir / "quality.png")
+    write_atomic(results_dir / "summary.json", json.dumps(rows, indent=2, default=str))
+    markdown = render(rows, speed, "quality.png")
+    write_atomic(results_dir / "RESULTS.md", markdown + "\n")
+    if readme is not None:
+        image = os.path.relpath(results_dir / "quality.png", readme.resolve().parent)
+        update_readme(readme, render(rows, speed, image))
+    return markdown
+
+
+def main(argv: "list[str] | None" = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("results_dir", type=Path)
+    parser.add_argument("--readme", type=Path, default=None, help="README whose results section is regenerated")
+    args = parser.parse_args(argv)
+    try:
+        print(build_report(args.results_dir.resolve(), args.readme))
+    except (FileNotFoundError, ValueError) as err:
+        raise SystemExit(f"error: {err}") from err
+
+
+__all__ = ["build_report", "render"]
+
+if __name__ == "__main__":
+    sys.exit(main())

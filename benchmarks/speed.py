@@ -1,0 +1,285 @@
+"""Speed and memory of every method against its baseline, as ratios measured in one process per comparison.
+
+For each comparison of `benchmarks/quality.py` (same arms, same backbone, random weights of the same shapes):
+- inference latency at batch 1 and 32 and lengths 64/128/512 (rows truncated to the length), throughput;
+- peak extra memory of one forward (CPU: a fresh subprocess per arm and shape, kernel high-water mark of the
+  resident set reset right before the forward; CUDA: `torch.cuda.max_memory_allocated`);
+- training-step time (forward, backward, AdamW step) at batch 16, length 128;
+- trainable-parameter fraction.
+Timings: one warm-up, then `--repeats` runs alternating between the arms (so load from other processes hits all
+alike), medians; CUDA timings synchronise. Then the methods' own targets: the CSR grid (200 sentences x 20
+conditions, cached tri-encoder vs bi-encoder; `benchmarks/speed_csr.py`), Comateformer's time/memory at batch 32,
+length 128. Everything goes to `<output_dir>/speed.json`; `benchmarks/report.py` renders it.
+
+    python benchmarks/speed.py --output_dir benchmarks/results/cpu-small
+"""
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH.parent))  # run from a checkout without installing pairzoo
+sys.path.insert(0, str(BENCH))
+
+from quality import Arm, available_comparisons, environment, write_json_atomic  # noqa: E402
+
+from pairzoo import create_model, load_tokenizer  # noqa: E402
+from pairzoo.training.collators import make_collator  # noqa: E402
+
+LONG_1 = "Two women in red jackets are walking their dogs through a park in the early morning fog. " * 40
+LONG_2 = "A man in a grey suit is running to catch a bus that is leaving the station downtown. " * 40
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def build(arm: Arm, backbone: str) -> torch.nn.Module:
+    """The arm's model with random weights (speed does not depend on their values), eval mode, on `DEVICE`."""
+    torch.manual_seed(0)
+    return create_model(arm.model, backbone=backbone, pretrained=False, **arm.overrides).to(DEVICE).eval()
+
+
+def make_batch(model, tokenizer, batch_size: int, length: int, labels: bool = False) -> dict:
+    """A batch of `batch_size` identical long rows truncated to `length` tokens, in the model's input format."""
+    rows = [{"sentence1": LONG_1, "sentence2": LONG_2, "condition": "The number of people."}] * batch_size
+    if labels:
+        rows = [{**r, "label": 1 if model.config.num_labels > 1 else 3.0} for r in rows]
+    bounds = None if model.config.num_labels > 1 else (model.config.label_min, model.config.label_max)
+    batch = make_collator(model, tokenizer, length, bounds)(rows)
+    return {k: v.to(DEVICE) for k, v in batch.items()}
+
+
+def _sync() -> None:
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
+
+
+def _timed(fn) -> float:
+    _sync()
+    start = time.perf_counter()
+    fn()
+    _sync()
+    return time.perf_counter() - start
+
+
+def time_forward(models: dict, batches: dict, repeats: int) -> dict:
+    """Median forward seconds per arm (interleaved repeats after one warm-up each)."""
+    times: dict = {label: [] for label in models}
+    with torch.inference_mode():
+        for label, model in models.items():
+            model(**batches[label])
+        for _ in range(repeats):
+            for label, model in models.items():
+                times[label].append(_timed(lambda m=model, b=batches[label]: m(**b)))
+    return {label: statistics.median(t) for label, t in times.items()}
+
+
+def time_train_step(models: dict, batches: dict, repeats: int) -> dict:
+    """Median seconds of forward + backward + AdamW step per arm (the models are restored to eval mode after)."""
+    optimizers = {}
+    for label, model in models.items():
+        optimizers[label] = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5)
+
+    def step(label: str) -> None:
+        loss = models[label](**batches[label]).loss
+        loss.backward()
+        optimizers[label].step()
+        optimizers[label].zero_grad()
+
+    times: dict = {label: [] for label in models}
+    for model in models.values():
+        model.train()
+    for label in models:
+        step(label)
+    for _ in range(repeats):
+        for label in models:
+            times[label].append(_timed(lambda label=label: step(label)))
+    for model in models.values():
+        model.eval()
+    return {label: statistics.median(t) for label, t in times.items()}
+
+
+def trainable_fraction(model: torch.nn.Module) -> float:
+    total = sum(p.numel() for p in model.parameters())
+    return sum(p.numel() for p in model.parameters() if p.requires_grad) / total
+
+
+def status_kib(field: str) -> int:
+    """A `/proc/self/status` field in KiB (VmRSS: resident now, VmHWM: its high-water mark)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"/proc/self/status has no {field}")
+
+
+def memory_child(spec: dict) -> None:
+    """(In a subprocess.) Print the peak extra memory (MiB) of one forward of `spec`'s arm and shape as JSON."""
+    arm = Arm(spec["label"], spec["model"], spec["overrides"])
+    model = build(arm, spec["backbone"])
+    batch = make_batch(model, load_tokenizer(spec["backbone"]), spec["batch_size"], spec["length"])
+    gc.collect()
+    if DEVICE == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        with torch.inference_mode():
+            model(**batch)
+        peak = torch.cuda.max_memory_allocated()
+        print(json.dumps({"peak_extra_mib": (peak - before) / 2**20}))
+        return
+    with open("/proc/self/clear_refs", "w") as clear_refs:
+        clear_refs.write("5")  # reset VmHWM: loading had its own, higher peak
+    before = status_kib("VmRSS")
+    with torch.inference_mode():
+        model(**batch)
+    print(json.dumps({"peak_extra_mib": (status_kib("VmHWM") - before) / 1024}))
+
+
+def measure_memory(arm: Arm, backbone: str, batch_size: int, length: int) -> float:
+    spec = {"label": arm.label, "model": arm.model, "overrides": arm.overrides, "backbone": backbone}
+    spec.update(batch_size=batch_size, length=length)
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}  # freed tensors leave the resident set at once
+    proc = subprocess.run(
+        [sys.executable, __file__, "--memory_child", json.dumps(spec)], capture_output=True, text=True, env=env
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"memory measurement of {arm.label} failed:\n{proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])["peak_extra_mib"]
+
+
+def compare(comparison, backbone: str, lengths: list, batch_sizes: list, repeats: int, memory: bool) -> dict:
+    """All measurements of one comparison, in this process (memory in subprocesses)."""
+    tokenizer = load_tokenizer(backbone)
+    models = {arm.label: build(arm, backbone) for arm in comparison.arms}
+    base = comparison.baseline.label
+    result: dict = {
+        "comparison": comparison.name,
+        "baseline": base,
+        "trainable_fraction": {k: trainable_fraction(m) for k, m in models.items()},
+        "latency": [],
+    }
+    for length in lengths:
+        for batch_size in batch_sizes:
+            batches = {k: make_batch(m, tokenizer, batch_size, length) for k, m in models.items()}
+            seconds = time_forward(models, batches, repeats)
+            row = {
+                "length": length,
+                "batch_size": batch_size,
+                "seconds": seconds,
+                "pairs_per_second": {k: batch_size / s for k, s in seconds.items()},
+                "ratio": {k: s / seconds[base] for k, s in seconds.items()},
+            }
+            if memory and batch_size == max(batch_sizes):
+                peak = {arm.label: measure_memory(arm, backbone, batch_size, length) for arm in comparison.arms}
+                row["peak_extra_mib"] = peak
+                row["memory_ratio"] = {k: v / peak[base] for k, v in peak.items()}
+            result["latency"].append(row)
+            print(json.dumps({"comparison": comparison.name, **row}), flush=True)
+    batches = {k: make_batch(m, tokenizer, 16, 128, labels=True) for k, m in models.items()}
+    step = time_train_step(models, batches, repeats)
+    result["train_step"] = {"batch_size": 16, "length": 128, "seconds": step}
+    result["train_step"]["ratio"] = {k: s / step[base] for k, s in step.items()}
+    return result
+
+
+def _row(result: dict, length: int, batch_size: int) -> "dict | None":
+    return next((r for r in result["latency"] if r["length"] == length and r["batch_size"] == batch_size), None)
+
+
+def targets(results: dict, csr: "dict | None") -> list[dict]:
+    """The speed/memory targets of the methods' issues, measured values and whether they are met."""
+    found = []
+    comate = results.get("comateformer")
+    row = _row(comate, 128, 32) if comate else None
+    if row:
+        found.append(
+            {
+                "method": "comateformer",
+                "target": "forward time <= 1.5x plain backbone (batch 32, length 128)",
+                "measured": row["ratio"]["comateformer"],
+                "met": row["ratio"]["comateformer"] <= 1.5,
+            }
+        )
+        if "memory_ratio" in row:
+            found.append(
+                {
+                    "method": "comateformer",
+                    "target": "peak extra memory <= 1.3x plain backbone (batch 32, length 128)",
+                    "measured": row["memory_ratio"]["comateformer"],
+                    "met": row["memory_ratio"]["comateformer"] <= 1.3,
+                }
+            )
+    if csr:
+        found.append(
+            {
+                "method": "csr",
+                "target": "cached tri-encoder >= 5x faster than the bi-encoder (200 x 20 embeddings)",
+                "measured": csr["bi_over_cached_tri"],
+                "met": csr["bi_over_cached_tri"] >= 5,
+            }
+        )
+        found.append(
+            {
+                "method": "csr",
+                "target": "router overhead <= 1.10x the tri-encoder baseline",
+                "measured": csr["router_overhead_direct"],
+                "met": csr["router_overhead_direct"] <= 1.10,
+            }
+        )
+    return found
+
+
+def main(argv: "list[str] | None" = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--output_dir", type=Path, default=BENCH / "results" / "cpu-small")
+    parser.add_argument("--backbone", default="minilm")
+    parser.add_argument("--lengths", type=int, nargs="+", default=[64, 128, 512])
+    parser.add_argument("--batch_sizes", type=int, nargs="+", default=[1, 32])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--only", nargs="+", default=None, help="comparison names (default: all)")
+    parser.add_argument("--no_memory", action="store_true", help="skip the peak-memory subprocesses")
+    parser.add_argument("--no_csr_grid", action="store_true", help="skip the CSR cached-grid benchmark")
+    parser.add_argument("--memory_child", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.memory_child:
+        memory_child(json.loads(args.memory_child))
+        return {}
+    comparisons = [c for c in available_comparisons() if not args.only or c.name in args.only]
+    results = {}
+    for comparison in comparisons:
+        results[comparison.name] = compare(
+            comparison, args.backbone, args.lengths, args.batch_sizes, args.repeats, not args.no_memory
+        )
+    csr = None
+    if not args.no_csr_grid and (not args.only or any(name.startswith("csr") for name in args.only)):
+        import speed_csr
+
+        csr = speed_csr.main(
+            ["--backbone", args.backbone, "--repeats", str(args.repeats), "--threads", str(torch.get_num_threads())]
+        )
+    device = torch.cuda.get_device_name(0) if DEVICE == "cuda" else f"CPU, {torch.get_num_threads()} threads"
+    payload = {
+        "device": device,
+        "backbone": args.backbone,
+        "repeats": args.repeats,
+        "comparisons": results,
+        "csr_grid": csr,
+        "targets": targets(results, csr),
+        **environment(),
+    }
+    write_json_atomic(args.output_dir / "speed.json", payload)
+    for target in payload["targets"]:
+        verdict = "met" if target["met"] else "NOT met"
+        print(f"{target['method']}: {target['target']}: {target['measured']:.3g} -> {verdict}")
+    return payload
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+"""Training-step cost of neighbor attention relative to full fine-tuning (and BitFit), same backbone, same process.
+
+    python -m benchmarks.speed_neighbor_attention --backbone minilm --batch_size 16 --length 96 --repeats 5 --threads 1
+
+All models run one training step (forward with labels, backward, AdamW step over their trainable parameters) on
+identical prompt inputs truncated to exactly `--length` tokens; after a warm-up, timings alternate between the models
+so that load from other processes hits them alike. Reported as JSON: medians of wall-clock and process CPU time
+(steadier on a shared machine with `--threads 1`), their ratios over full fine-tuning, the neighbor-search share of
+the neighbor-attention step (time inside `select_neighbors`: the batched h W_e^T / sqrt(d) over the whole vocabulary,
+top-K and the k-of-K draw, measured in the same steps), and the same shares in counted FLOPs
+(`torch.utils.flop_counter`, matmuls only), which no load from other processes can disturb.
+"""
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from pairzoo import create_model, load_tokenizer
+from pairzoo.modeling.modeling_neighbor_attention import encode_neighbor_attention_inputs
+
+LABEL_WORDS = ["entailment", "neutral", "contradiction"]
+
+
+def _inputs(backbone: str, batch_size: int, length: int) -> "dict[str, torch.Tensor]":
+    """A prompt batch whose every row is exactly `length` tokens (long sentences, truncated), with labels."""
+    tokenizer = load_tokenizer(backbone)
+    first = "Two women in red jackets are walking their dogs through a park in the early morning fog. " * 8
+    second = "A man in a grey suit is running to catch a bus that is leaving the station. " * 8
+    batch = encode_neighbor_attention_inputs(
+        tokenizer, [first] * batch_size, [second] * batch_size, LABEL_WORDS, max_length=length
+    )
+    if batch["input_ids"].shape != (batch_size, length):
+        raise ValueError(f"could not build inputs of length {length}: got {tuple(batch['input_ids'].shape)}.")
+    batch["labels"] = torch.arange(batch_size) % len(LABEL_WORDS)
+    return batch
+
+
+class _SearchTimer:
+    """Wraps a model's `select_neighbors` and accumulates its wall-clock and CPU seconds."""
+
+    def __init__(self, model) -> None:
+        self.wall = self.cpu = 0.0
+        self.inner = model.select_neighbors
+        model.select_neighbors = self
+
+    def __call__(self, *args, **kwargs):
+        wall, cpu = time.perf_counter(), time.process_time()
+        result = self.inner(*args, **kwargs)
+        self.wall += time.perf_counter() - wall
+        self.cpu += time.process_time() - cpu
+        return result
+
+
+def _step(model, optimizer, batch) -> "tuple[float, float]":
+    """Wall-clock and process CPU seconds of one training step."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    optimizer.zero_grad(set_to_none=True)
+    model(**batch).loss.backward()
+    optimizer.step()
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def _flops(model, batch) -> int:
+    with FlopCounterMode(display=False) as counter:
+        model(**batch).loss.backward()
+    model.zero_grad(set_to_none=True)
+    return counter.get_total_flops()
+
+
+def main(argv: "list[str] | None" = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--backbone", default="minilm")
+    parser.add_argument("--batch_size", type=int, default=16)
+    parser.add_argument("--length", type=int, default=96)
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    parser.add_argument("--overrides", default="{}", help="neighbor-attention config overrides as JSON")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    overrides = {"num_labels": len(LABEL_WORDS), "label_words": LABEL_WORDS, **json.loads(args.overrides)}
+    models = {
+        mode: create_model(
+            "neighbor-attention", backbone=args.backbone, **{**overrides, "training_mode": mode}
+        ).train()
+        for mode in ("neighbor", "full", "bitfit")
+    }
+    optimizers = {
+        name: torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5)
+        for name, model in models.items()
+    }
+    batch = _inputs(args.backbone, args.batch_size, args.length)
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in models}
+    for _ in range(args.warmup):
+        for name, model in models.items():
+            _step(model, optimizers[name], batch)
+    timer = _SearchTimer(models["neighbor"])
+    for _ in range(args.repeats):
+        for name, model in models.items():
+            times[name].append(_step(model, optimizers[name], batch))
+    search_wall, search_cpu = timer.wall / args.repeats, timer.cpu / args.repeats
+    models["neighbor"].select_neighbors = timer.inner
+    flops = {name: _flops(model, batch) for name, model in models.items()}
+    with FlopCounterMode(display=False) as counter:
+        with torch.no_grad():
+            hidden = models["neighbor"].backbone.embeddings(input_ids=batch["input_ids"])
+            models["neighbor"].select_neighbors(hidden, batch["input_ids"])
+    search_flops = counter.get_total_flops()
+    wall = {name: statistics.median(t[0] for t in values) for name, values in times.items()}
+    cpu = {name: statistics.median(t[1] for t in values) for name, values in times.items()}
+    trainable = {name: sum(p.numel() for p in m.parameters() if p.requires_grad) for name, m in models.items()}
+    result = {
+        "backbone": args.backbone,
+        "batch_size": args.batch_size,
+        "length": args.length,
+        "repeats": args.repeats,
+        "threads": torch.get_num_threads(),
+        "overrides": json.loads(args.overrides),
+        "neighbor_layers": models["neighbor"].neighbor_layers,
+        "trainable_parameters": trainable,
+        "median_step_wall_seconds": wall,
+        "median_step_cpu_seconds": cpu,
+        "wall_ratio_over_full": {name: wall[name] / wall["full"] for name in models},
+        "cpu_ratio_over_full": {name: cpu[name] / cpu["full"] for name in models},
+        "neighbor_search_mean_wall_seconds_per_step": search_wall,
+        "neighbor_search_share_of_step_wall": search_wall / statistics.mean(t[0] for t in times["neighbor"]),
+        "neighbor_search_share_of_step_cpu": search_cpu / statistics.mean(t[1] for t in times["neighbor"]),
+        "step_flops": flops,
+        "flop_ratio_over_full": {name: flops[name] / flops["full"] for name in models},
+        "neighbor_search_flops": search_flops,
+        "neighbor_search_share_of_step_flops": search_flops / flops["neighbor"],
+    }
+    print(json.dumps(result, indent=2))
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,128 @@
+"""Benchmark run files (`benchmarks/quality.py`) summarised: the numbers behind the README's results and the model
+cards' `model-index`, computed in one place."""
+
+import json
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+from ..registry import get_model_spec, list_models
+from .export import render_model_card
+
+
+def main_metric(metrics: dict) -> str:
+    """`validation_accuracy` for classification runs, `validation_spearman` for regression runs."""
+    for name in ("validation_accuracy", "validation_spearman"):
+        if name in metrics:
+            return name
+    raise ValueError(f"no known main metric among {sorted(metrics)}")
+
+
+def load_runs(results_dir: Path) -> list[dict]:
+    """Every run file under `<results_dir>/runs/`."""
+    runs_dir = results_dir / "runs"
+    if not runs_dir.is_dir():
+        raise FileNotFoundError(f"no run files: {str(runs_dir)!r} does not exist (run benchmarks/quality.py first).")
+    runs = []
+    for path in sorted(runs_dir.glob("*.json")):
+        try:
+            runs.append(json.loads(path.read_text()))
+        except json.JSONDecodeError as err:
+            raise ValueError(f"result file {str(path)!r} is not valid JSON: {err}") from err
+    if not runs:
+        raise FileNotFoundError(f"no run files in {str(runs_dir)!r}.")
+    return runs
+
+
+def summarise(runs: list[dict]) -> list[dict]:
+    """One row per (comparison, dataset, arm): mean/std over seeds and the delta against the baseline arm."""
+    groups: dict = defaultdict(list)
+    order: dict = {}
+    for run in runs:
+        key = (run["comparison"], run["dataset"], run["arm"])
+        groups[key].append(run)
+        order.setdefault(key, len(order))
+    rows = []
+    for key in sorted(groups, key=order.get):
+        group = groups[key]
+        metric = main_metric(group[0]["metrics"])
+        values = [r["metrics"][metric] for r in sorted(group, key=lambda r: r["seed"])]
+        rows.append(
+            {
+                "comparison": key[0],
+                "dataset": key[1],
+                "arm": key[2],
+                "model": group[0]["model"],
+                "config_overrides": group[0]["config_overrides"],
+                "baseline": group[0]["baseline"],
+                "metric": metric.removeprefix("validation_"),
+                "seeds": sorted(r["seed"] for r in group),
+                "values": values,
+                "mean": statistics.mean(values),
+                "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+                "wall_seconds": sum(r["wall_seconds"] for r in group),
+                "profile": group[0]["profile"],
+                "backbone": group[0]["backbone"],
+                "train_args": group[0]["train_args"],
+                "hardware": group[0]["hardware"],
+                "git_commit": group[0]["git_commit"],
+            }
+        )
+    baselines = {(r["comparison"], r["dataset"]): r for r in rows if r["baseline"]}
+    for row in rows:
+        base = baselines.get((row["comparison"], row["dataset"]))
+        if base is None or row["baseline"]:
+            row["delta"], row["beyond_spread"] = None, None
+            continue
+        row["delta"] = row["mean"] - base["mean"]
+        spread_known = len(row["values"]) > 1 and len(base["values"]) > 1
+        row["beyond_spread"] = abs(row["delta"]) > row["std"] + base["std"] if spread_known else None
+    order = {}
+    for row in rows:  # comparisons and data sets in order of first appearance, the baseline first within each
+        order.setdefault((row["comparison"], row["dataset"]), len(order))
+    return sorted(rows, key=lambda r: (order[r["comparison"], r["dataset"]], not r["baseline"]))
+
+
+def eval_results_for(results_dir: Path, model: str, config: dict) -> list[dict]:
+    """`export_model(eval_results=...)` entries (mean over seeds) of the benchmark arm that describes a model.
+
+    An arm describes the model when its registry name is `model` and each of its config overrides equals the value in
+    `config` (the model's config as a dict); among those, the arm with the most overrides (the most specific) wins.
+    """
+    rows = [
+        r
+        for r in summarise(load_runs(results_dir))
+        if r["model"] == model and all(config.get(k) == v for k, v in r["config_overrides"].items())
+    ]
+    if not rows:
+        return []
+    specific = max(len(r["config_overrides"]) for r in rows)
+    return [
+        {"dataset": r["dataset"], "split": "validation", "metrics": {f"validation_{r['metric']}": r["mean"]}}
+        for r in rows
+        if len(r["config_overrides"]) == specific
+    ]
+
+
+def update_model_card(folder: "str | Path", results_dir: "str | Path", base_model: str = "minilm") -> list[dict]:
+    """Re-render the model card (README.md) of an export folder with the benchmark results of the arm that describes
+    its model (see `eval_results_for`); the card is replaced atomically. Returns the results written."""
+    folder = Path(folder)
+    config_path = folder / "config.json"
+    if not config_path.is_file():
+        raise FileNotFoundError(f"{str(config_path)!r} does not exist: not an export folder.")
+    config = json.loads(config_path.read_text())
+    specs = [get_model_spec(name) for name in list_models()]
+    spec = next((s for s in specs if s.config_class.model_type == config.get("model_type")), None)
+    if spec is None:
+        raise ValueError(f"{str(config_path)!r}: model_type {config.get('model_type')!r} is not a pairzoo model.")
+    model = spec.model_class.from_pretrained(folder)
+    results = eval_results_for(Path(results_dir), spec.name, model.config.to_dict())
+    card = render_model_card(model, results, base_model, repo_id=f"pairzoo/{folder.name}")
+    tmp = folder / ".README.md.tmp"
+    tmp.write_text(card)
+    tmp.replace(folder / "README.md")
+    return results
+
+
+__all__ = ["eval_results_for", "load_runs", "main_metric", "summarise", "update_model_card"]

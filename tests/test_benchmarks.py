@@ -1,0 +1,139 @@
+"""Benchmarks: quality runs write one complete JSON per run and resume; the report's numbers are exactly those of the
+run files; speed ratios are measured against the baseline arm; README sections are regenerated between markers."""
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+import quality  # noqa: E402
+import report  # noqa: E402
+import speed  # noqa: E402
+
+
+def _fake_run(comparison: str, arm: str, baseline: bool, dataset: str, seed: int, value: float) -> dict:
+    metric = "validation_accuracy" if dataset != "stsb" else "validation_spearman"
+    return {
+        "comparison": comparison,
+        "arm": arm,
+        "baseline": baseline,
+        "model": "m",
+        "config_overrides": {"arm": arm},
+        "dataset": dataset,
+        "seed": seed,
+        "profile": "cpu-small",
+        "backbone": "tiny-bert",
+        "train_args": {"max_train_samples": 8},
+        "metrics": {metric: value, "validation_loss": 0.5},
+        "wall_seconds": 1.0,
+        "hardware": {"cuda": None, "cpu_count": 2, "torch_threads": 2},
+        "git_commit": "0123456789abcdef",
+    }
+
+
+def _write_runs(folder: Path, runs: list[dict]) -> None:
+    (folder / "runs").mkdir(parents=True)
+    for i, run in enumerate(runs):
+        (folder / "runs" / f"{i}.json").write_text(json.dumps(run))
+
+
+def test_summary_statistics_come_from_the_run_files(tmp_path):
+    base, method = [70.0, 72.0, 71.0], [75.0, 74.5, 76.0]
+    runs = [_fake_run("c", "base", True, "mrpc", s, v) for s, v in enumerate(base)]
+    runs += [_fake_run("c", "method", False, "mrpc", s, v) for s, v in enumerate(method)]
+    runs += [_fake_run("c", "base", True, "stsb", s, v) for s, v in enumerate([80.0, 81.0, 79.0])]
+    runs += [_fake_run("c", "method", False, "stsb", s, v) for s, v in enumerate([80.5, 79.0, 81.0])]
+    _write_runs(tmp_path, runs)
+    rows = {(r["dataset"], r["arm"]): r for r in report.summarise(report.load_runs(tmp_path))}
+    assert rows["mrpc", "method"]["mean"] == pytest.approx(statistics.mean(method))
+    assert rows["mrpc", "method"]["std"] == pytest.approx(statistics.stdev(method))
+    assert rows["mrpc", "method"]["delta"] == pytest.approx(statistics.mean(method) - statistics.mean(base))
+    assert rows["mrpc", "method"]["beyond_spread"] is True
+    assert rows["stsb", "method"]["metric"] == "spearman" and rows["stsb", "method"]["beyond_spread"] is False
+    assert rows["mrpc", "base"]["delta"] is None
+
+
+def test_report_writes_files_and_replaces_only_the_readme_section(tmp_path):
+    runs = [_fake_run("c", a, a == "base", "mrpc", s, 60.0 + s + (a == "m")) for a in ("base", "m") for s in range(3)]
+    _write_runs(tmp_path / "res", runs)
+    readme = tmp_path / "README.md"
+    readme.write_text("# x\n\nbefore\n<!-- results:start -->\nold\n<!-- results:end -->\nafter\n")
+    markdown = report.build_report(tmp_path / "res", readme)
+    text = readme.read_text()
+    assert text.startswith("# x\n\nbefore\n<!-- results:start -->\n### Quality") and text.endswith("end -->\nafter\n")
+    assert "old" not in text and "| c | mrpc | m | accuracy | 62.00 ± 1.00 | +1.00 | no |" in markdown
+    assert "res/quality.png" in text
+    assert (tmp_path / "res" / "quality.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(json.loads((tmp_path / "res" / "summary.json").read_text())) == 2
+    readme.write_text("no markers")
+    with pytest.raises(ValueError, match="markers"):
+        report.build_report(tmp_path / "res", readme)
+    with pytest.raises(FileNotFoundError, match="runs"):
+        report.build_report(tmp_path / "missing")
+
+
+def test_quality_runs_write_complete_records_and_resume(tmp_path, monkeypatch):
+    monkeypatch.setitem(quality.PROFILES["cpu-small"]["args"], "max_train_samples", 16)
+    monkeypatch.setitem(quality.PROFILES["cpu-small"]["args"], "max_eval_samples", 16)
+    argv = ["--profile", "cpu-small", "--backbone", "tiny-bert", "--only", "seaver", "--seeds", "0"]
+    quality.main([*argv, "--output_dir", str(tmp_path)])
+    files = sorted((tmp_path / "runs").glob("*.json"))
+    assert [f.name for f in files] == [
+        "seaver__cross-encoder__synthetic__seed0.json",
+        "seaver__seaver__synthetic__seed0.json",
+    ]
+    record = json.loads(files[1].read_text())
+    assert record["baseline"] is False and record["model"] == "seaver" and record["seed"] == 0
+    assert record["train_args"]["max_train_samples"] == 16 and "validation_spearman" in record["metrics"]
+    assert {"hardware", "versions", "git_commit", "wall_seconds"} <= set(record)
+    mtimes = [f.stat().st_mtime_ns for f in files]
+    quality.main([*argv, "--output_dir", str(tmp_path)])  # resumes: nothing left to run
+    assert [f.stat().st_mtime_ns for f in files] == mtimes
+    with pytest.raises(SystemExit, match="unknown comparison"):
+        quality.main(["--profile", "cpu-small", "--only", "nope", "--output_dir", str(tmp_path)])
+
+
+def test_speed_ratios_are_against_the_baseline_arm(tmp_path):
+    argv = ["--backbone", "tiny-bert", "--only", "csr-bi", "--lengths", "16", "--batch_sizes", "1", "2"]
+    payload = speed.main([*argv, "--repeats", "1", "--no_csr_grid", "--output_dir", str(tmp_path)])
+    result = payload["comparisons"]["csr-bi"]
+    for row in result["latency"]:
+        base = row["seconds"]["bi-encoder"]
+        assert row["ratio"] == {k: pytest.approx(v / base) for k, v in row["seconds"].items()}
+    assert result["latency"][-1]["peak_extra_mib"]["bi-encoder"] > 0
+    assert result["trainable_fraction"] == {"bi-encoder": 1.0, "bi-encoder + router": 1.0}
+    assert json.loads((tmp_path / "speed.json").read_text())["comparisons"]["csr-bi"]["baseline"] == "bi-encoder"
+
+
+def test_targets_are_judged_from_the_measured_ratios():
+    row = {"length": 128, "batch_size": 32, "ratio": {"comateformer": 1.6}, "memory_ratio": {"comateformer": 1.2}}
+    csr = {"bi_over_cached_tri": 5.5, "router_overhead_direct": 1.2}
+    found = speed.targets({"comateformer": {"latency": [row]}}, csr)
+    assert [(t["measured"], t["met"]) for t in found] == [(1.6, False), (1.2, True), (5.5, True), (1.2, False)]
+
+
+def test_model_card_gets_the_results_of_the_most_specific_matching_arm(tmp_path):
+    from pairzoo import create_model, load_tokenizer
+    from pairzoo.hub_cards import export_model
+    from pairzoo.hub_cards.__main__ import main as hub_cards_main
+
+    runs = []
+    for arm, overrides, values in (
+        ("bi", {"architecture": "bi", "use_router": False}, [40.0, 42.0, 44.0]),
+        ("bi+router", {"architecture": "bi"}, [50.0, 52.0, 54.0]),
+    ):
+        for seed, value in enumerate(values):
+            run = _fake_run("csr-bi", arm, arm == "bi", "synthetic", seed, value)
+            run["metrics"] = {"validation_spearman": value}
+            runs.append({**run, "model": "csr", "config_overrides": overrides})
+    _write_runs(tmp_path / "res", runs)
+    model = create_model("csr", backbone="tiny-bert", architecture="bi", use_router=False)
+    export = export_model(model, load_tokenizer("tiny-bert"), tmp_path / "export")
+    assert hub_cards_main(["card", str(export), "--results", str(tmp_path / "res")]) == 0
+    card = (export / "README.md").read_text()
+    assert "value: 42.0" in card and "value: 52.0" not in card
+    assert hub_cards_main(["card", str(tmp_path / "nowhere"), "--results", str(tmp_path / "res")]) == 2

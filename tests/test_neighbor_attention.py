@@ -1,0 +1,329 @@
+"""Neighbor attention on a frozen MLM encoder: harness, frozen encoder, equations recomputed, errors, decoding."""
+
+import math
+
+import pytest
+import torch
+from model_harness import ROWS, ModelHarness
+from transformers import BertConfig, set_seed
+
+from pairzoo import NeighborAttentionConfig, create_model, load_tokenizer
+from pairzoo.modeling.modeling_neighbor_attention import (
+    NeighborAttentionForSequenceClassification,
+    encode_neighbor_attention_inputs,
+)
+from pairzoo.training.collators import make_collator
+from pairzoo.training.expressiveness import (
+    esnli_proxy_keywords,
+    evaluate_expressiveness,
+    keyword_token_ids,
+    read_esnli_highlights,
+)
+
+WORDS = ["yes", "maybe", "no"]
+TINY = {"neighbor_layers": [0], "num_candidates": 20, "num_neighbors": 4, "num_labels": 3, "label_words": WORDS}
+
+
+def encode(tokenizer, rows, **kwargs) -> dict:
+    kwargs.setdefault("label_words", WORDS)
+    return encode_neighbor_attention_inputs(
+        tokenizer, [r["sentence1"] for r in rows], [r["sentence2"] for r in rows], **kwargs
+    )
+
+
+class TestNeighborAttention(ModelHarness):
+    model_name = "neighbor-attention"
+    config_overrides = TINY
+
+    def make_inputs(self, tokenizer, rows, model):
+        batch = encode(tokenizer, rows)
+        batch["labels"] = torch.tensor([int(r["label"]) % model.config.num_labels for r in rows])
+        return batch
+
+
+def _three_layer_model(**overrides) -> NeighborAttentionForSequenceClassification:
+    """A 3-layer tiny BERT with neighbor attention in layers 0 and 1 (so the neighbour update runs once)."""
+    set_seed(0)
+    backbone = BertConfig(
+        vocab_size=load_tokenizer("tiny-bert").vocab_size,
+        hidden_size=32,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        intermediate_size=64,
+    )
+    settings = {**TINY, "neighbor_layers": [0, 1], "alpha": 0.5, **overrides}
+    return NeighborAttentionForSequenceClassification(NeighborAttentionConfig(backbone_config=backbone, **settings))
+
+
+def _naive_layer(layer, projections, hidden, valid, neighbors, alpha):
+    """Token-by-token reference of one neighbor layer: frozen attention h_s, neighbour branch h_b, mixing, FFN."""
+    attention, output = layer.attention.self, layer.attention.output
+    heads, size = attention.num_attention_heads, attention.attention_head_size
+    length = hidden.shape[0]
+
+    def mha(query_vector, keys, values):
+        parts = []
+        for head in range(heads):
+            cut = slice(head * size, (head + 1) * size)
+            weights = torch.softmax(torch.stack([query_vector[cut] @ k[cut] / math.sqrt(size) for k in keys]), 0)
+            parts.append(sum(w * v[cut] for w, v in zip(weights, values)))
+        return output.dense(torch.cat(parts))
+
+    rows = []
+    for i in range(length):
+        q = attention.query(hidden[i])
+        h_s = mha(
+            q,
+            [attention.key(hidden[j]) for j in range(length) if valid[j]],
+            [attention.value(hidden[j]) for j in range(length) if valid[j]],
+        )
+        r = [hidden[i], *neighbors[i]]
+        h_b = mha(q, [projections.key(x) for x in r], [projections.value(x) for x in r])
+        a = output.LayerNorm((1 - alpha) * h_s + alpha * h_b + hidden[i])
+        ffn = layer.output.dense(layer.intermediate.intermediate_act_fn(layer.intermediate.dense(a)))
+        rows.append(layer.output.LayerNorm(ffn + a))
+    return torch.stack(rows), mha
+
+
+def test_neighbor_attention_recomputed_token_by_token_from_the_modules_parameters():
+    """Selection, m_ij, both neighbor layers, the neighbour update and the regularisers, one token at a time."""
+    model = _three_layer_model().eval()
+    tokenizer = load_tokenizer("tiny-bert")
+    batch = encode(tokenizer, ROWS[:2])
+    with torch.no_grad():
+        out = model(**batch, output_details=True)
+        b = 0
+        ids, valid = batch["input_ids"][b], batch["attention_mask"][b].bool()
+        mask_position = int(batch["mask_positions"][b])
+        emb = model.backbone.embeddings
+        word = emb.word_embeddings.weight
+        d = word.shape[1]
+        hidden = emb(input_ids=ids[None])[0]
+        neighbors, expected_ids = [], []
+        for i in range(len(ids)):
+            scores = word @ hidden[i] / math.sqrt(d)
+            scores[ids[i]] = -math.inf
+            scores[0] = -math.inf  # [PAD]
+            top = torch.argsort(scores, descending=True)[: model.config.num_neighbors]
+            expected_ids.append(top)
+            own = emb.LayerNorm(word[ids[i]] + emb.position_embeddings.weight[i] + emb.token_type_embeddings.weight[0])
+            row = []
+            for j in top:
+                e = emb.LayerNorm(word[j] + emb.position_embeddings.weight[i] + emb.token_type_embeddings.weight[0])
+                delta = e - own
+                row.append(model.neighbor_layer_norm(model.neighbor_transform(delta) + delta + hidden[i]))
+            neighbors.append(row)
+        torch.testing.assert_close(out.neighbor_ids[b], torch.stack(expected_ids), rtol=0, atol=0)
+        layers, alpha = model.backbone.encoder.layer, model.config.alpha
+        context = [i for i in range(len(ids)) if valid[i] and i != mask_position]
+        reg_n = []
+        reg_m = []
+        for slot in range(2):
+            projections = model.neighbor_projections[slot]
+            new_hidden, mha = _naive_layer(layers[slot], projections, hidden, valid, neighbors, alpha)
+            cos = torch.nn.functional.cosine_similarity
+            reg_n.append(
+                torch.stack([torch.stack([cos(hidden[i], m, 0) for m in neighbors[i]]).mean() for i in context])
+            )
+            reg_m.append(torch.stack([cos(new_hidden[mask_position], neighbors[i][0], 0) for i in context]))
+            if slot == 0:  # m <- LN(f(MHA(Q m, K_b z, V_b z)) + m), z = [h_i, h_[MASK], m_i]
+                norm, attention = layers[slot].attention.output.LayerNorm, layers[slot].attention.self
+                neighbors = [
+                    [
+                        norm(
+                            mha(
+                                attention.query(m),
+                                *[
+                                    [f(x) for x in [hidden[i], hidden[mask_position], *neighbors[i]]]
+                                    for f in (projections.key, projections.value)
+                                ],
+                            )
+                            + m
+                        )
+                        for m in neighbors[i]
+                    ]
+                    for i in range(len(ids))
+                ]
+            hidden = new_hidden
+        final = layers[2](hidden[valid][None])[0]  # right padding: the valid tokens are a prefix
+    torch.testing.assert_close(out.hidden_states[b][valid], final, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(out.logits[b], model.classifier(final[mask_position]), rtol=1e-4, atol=1e-5)
+    # one example alone, so the batch means equal this example's means
+    alone = model(**encode(tokenizer, ROWS[:1]), output_details=True)
+    torch.testing.assert_close(alone.regularizer_n, torch.stack([r.mean() for r in reg_n]).mean(), atol=1e-5, rtol=0)
+    torch.testing.assert_close(alone.regularizer_m, torch.stack([r.mean() for r in reg_m]).mean(), atol=1e-5, rtol=0)
+
+
+def test_loss_is_cross_entropy_minus_weighted_regularisers():
+    model = _three_layer_model(lambda_m=0.3, lambda_n=0.7).eval()
+    batch = encode(load_tokenizer("tiny-bert"), ROWS)
+    labels = torch.tensor([0, 2, 1])
+    with torch.no_grad():
+        out = model(**batch, labels=labels, output_details=True)
+    expected = (
+        torch.nn.functional.cross_entropy(out.logits, labels) - 0.3 * out.regularizer_m - 0.7 * out.regularizer_n
+    )
+    torch.testing.assert_close(out.loss, expected)
+
+
+@pytest.mark.parametrize("backbone", ["tiny-bert", "tiny-roberta"])
+def test_alpha_zero_gives_exactly_the_frozen_encoders_mask_state(backbone):
+    model = create_model("neighbor-attention", backbone=backbone, **TINY, alpha=0.0).eval()
+    batch = encode(load_tokenizer(backbone), ROWS)
+    with torch.no_grad():
+        out = model(**batch, output_details=True)
+        frozen = model.backbone(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+    expected = frozen.last_hidden_state[torch.arange(3), batch["mask_positions"]]
+    torch.testing.assert_close(out.mask_hidden_state, expected, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("mode", ["neighbor", "bitfit", "full"])
+def test_only_the_modes_parameters_change_under_training(mode):
+    model = create_model("neighbor-attention", backbone="tiny-bert", **TINY, training_mode=mode, lambda_m=0.1).train()
+    batch = encode(load_tokenizer("tiny-bert"), ROWS)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+    for _ in range(3):
+        optimizer.zero_grad()
+        model(**batch, labels=torch.tensor([0, 1, 2])).loss.backward()
+        optimizer.step()
+    changed = {n for n, p in model.named_parameters() if not torch.equal(p, before[n])}
+    backbone_changed = {n for n in changed if n.startswith("backbone.")}
+    assert not any(n.startswith("lm_head.") for n in changed)
+    assert "classifier.weight" in changed
+    if mode == "neighbor":
+        assert not backbone_changed
+        assert {
+            "neighbor_projections.0.key.weight",
+            "neighbor_transform.weight",
+            "neighbor_layer_norm.bias",
+        } <= changed
+    elif mode == "bitfit":
+        assert backbone_changed and all(n.endswith(".bias") for n in backbone_changed)
+    else:
+        assert "backbone.encoder.layer.0.attention.self.query.weight" in changed
+
+
+def test_training_samples_distinct_neighbours_among_the_top_k_candidates():
+    model = create_model("neighbor-attention", backbone="tiny-bert", **TINY).train()
+    batch = encode(load_tokenizer("tiny-bert"), ROWS)
+    with torch.no_grad():
+        hidden = model.backbone.embeddings(input_ids=batch["input_ids"])
+        sampled = model.select_neighbors(hidden, batch["input_ids"])
+        top = model.eval().select_neighbors(hidden, batch["input_ids"])
+        scores = hidden @ model.backbone.embeddings.word_embeddings.weight.T
+        scores.scatter_(-1, batch["input_ids"].unsqueeze(-1), float("-inf"))
+        scores[..., 0] = float("-inf")
+        candidates = scores.topk(model.config.num_candidates, dim=-1).indices
+    assert sampled.shape == top.shape == (*batch["input_ids"].shape, 4)
+    assert (sampled.unsqueeze(-1) == candidates.unsqueeze(-2)).any(-1).all()
+    assert (sampled.sort(-1).values.diff(dim=-1) != 0).all()
+    assert not torch.equal(sampled, top)
+    assert (top != batch["input_ids"].unsqueeze(-1)).all()
+
+
+@pytest.mark.parametrize("backbone", ["tiny-bert", "tiny-roberta"])
+def test_prompt_uses_the_tokenizers_own_special_tokens(backbone):
+    tokenizer = load_tokenizer(backbone)
+    model = create_model("neighbor-attention", backbone=backbone, **TINY)
+    rows = [{"sentence1": r["sentence1"], "sentence2": r["sentence2"], "label": 1} for r in ROWS]
+    batch = make_collator(model, tokenizer, max_length=40)(rows)
+    cls, sep, mask = tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.mask_token_id
+    ids = batch["input_ids"][0][batch["attention_mask"][0].bool()].tolist()
+    position = int(batch["mask_positions"][0])
+    assert ids[0] == cls and ids[1] == mask and ids[position] == mask and ids[position + 1] == sep
+    assert ids.count(sep) == 3 and ids.count(mask) == 4 and ids[-1] == sep
+    assert tokenizer.decode(ids[2:position]).split() == "yes or maybe or no of".split()
+    assert batch["input_ids"].shape[1] <= 40 and batch["labels"].tolist() == [1, 1, 1]
+    bare = encode(tokenizer, ROWS, connecting_tokens=False, prompt_format="mask_only")
+    assert bare["input_ids"][0, :3].tolist() == [cls, mask, sep] and bare["mask_positions"].tolist() == [1, 1, 1]
+
+
+def test_minilm_trainable_fraction_decoder_and_pretrained_projections():
+    model = create_model("neighbor-attention", backbone="minilm", num_labels=3)
+    assert (
+        model.neighbor_layers == [3, 4] and model.config.token_decoder == "input_embeddings" and model.lm_head is None
+    )
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    fraction = trainable / sum(p.numel() for p in model.backbone.parameters())
+    assert 0.02 < fraction <= 0.06, fraction
+    for slot, index in enumerate(model.neighbor_layers):
+        attention = model.backbone.encoder.layer[index].attention.self
+        torch.testing.assert_close(model.neighbor_projections[slot].key.weight, attention.key.weight, rtol=0, atol=0)
+    assert not any(p.requires_grad for p in model.backbone.parameters())
+
+
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"num_neighbors": 101}, "num_neighbors"),
+        ({"num_labels": 3, "label_words": ["yes", "no"]}, "label_words"),
+        ({"label_words": ["yes", " "]}, "label_words"),
+        ({"neighbor_layers": [1]}, "neighbor_layers"),
+        ({"neighbor_layers": []}, "neighbor_layers"),
+        ({"alpha": 1.5}, "alpha"),
+        ({"lambda_m": -1.0}, "lambda_m"),
+        ({"training_mode": "lora"}, "training_mode"),
+        ({"prompt_format": "cls"}, "prompt_format"),
+        ({"token_decoder": "lm"}, "token_decoder"),
+        ({"num_labels": 1}, "num_labels"),
+    ],
+)
+def test_config_rejects_bad_values(kwargs, field):
+    from pairzoo.backbones import tiny_backbone_config
+
+    with pytest.raises(ValueError, match=field):
+        NeighborAttentionConfig(backbone_config=tiny_backbone_config("tiny-bert"), **kwargs)
+
+
+def test_bad_inputs_give_clear_errors():
+    tokenizer = load_tokenizer("tiny-bert")
+    with pytest.raises(ValueError, match="tokenizes to nothing"):
+        encode(tokenizer, ROWS, label_words=["yes", "\u200b", "no"])
+    model = create_model(
+        "neighbor-attention", backbone="tiny-bert", **{**TINY, "label_words": ["yes", "\u200b", "no"]}
+    )
+    with pytest.raises(ValueError, match="tokenizes to nothing"):
+        make_collator(model, tokenizer, 64)([{"sentence1": "a b", "sentence2": "c", "label": 0}])
+    batch = encode(tokenizer, ROWS)
+    with pytest.raises(ValueError, match="mask_positions"):
+        model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+    with pytest.raises(ValueError, match="max_length"):
+        encode(tokenizer, ROWS, max_length=12)
+
+
+def test_expressiveness_recall_and_precision():
+    row = {
+        "sentence1": "Two women are embracing while holding packages .",
+        "sentence2": "The sisters are hugging goodbye .",
+        "explanation_1": "embracing is not hugging goodbye ; women need not be sisters",
+    }
+    assert esnli_proxy_keywords(row) == {"embracing", "hugging", "goodbye", "sisters"}
+    tokenizer = load_tokenizer("tiny-bert")
+    model = create_model("neighbor-attention", backbone="tiny-bert", **TINY)
+    targets, dropped = keyword_token_ids(tokenizer, esnli_proxy_keywords(row))
+    assert len(targets) + dropped == 4
+
+    def decode(states):  # a decoder that ranks exactly the keyword tokens first
+        logits = torch.zeros(states.shape[0], tokenizer.vocab_size)
+        logits[:, sorted(targets)] = 1.0
+        return logits
+
+    model.decode_mask_logits = decode
+    result = evaluate_expressiveness(model, tokenizer, [{**row, "label": 0}], keywords="esnli-proxy", k=20)
+    assert result["recall@20"] == 100.0 and result["precision@20"] == pytest.approx(100.0 * len(targets) / 20)
+    real = evaluate_expressiveness(
+        create_model("neighbor-attention", backbone="tiny-bert", **TINY), tokenizer, [{**row, "label": 0}], k=20
+    )
+    assert 0.0 <= real["recall@20"] <= 100.0 and real["accuracy"] in (0.0, 100.0)
+
+
+def test_official_esnli_highlights_are_read_as_keywords(tmp_path):
+    path = tmp_path / "esnli_dev.csv"
+    header = "pairID,gold_label,Sentence1,Sentence2,Sentence1_marked_1,Sentence2_marked_1,Sentence1_marked_2\n"
+    row = "x,neutral,Two women are embracing.,The sisters hug.,"
+    row += "Two women are *embracing*.,The *sisters* hug.,*Two* women\n"
+    path.write_text(header + row)
+    (parsed,) = read_esnli_highlights(path)
+    assert parsed["label"] == 1 and parsed["sentence2"] == "The sisters hug."
+    assert parsed["keywords"] == {"embracing", "sisters"}  # "two" is a stop word

@@ -9,7 +9,9 @@ For each comparison of `benchmarks/quality.py` (same arms, same backbone, random
 Timings: one warm-up, then `--repeats` runs alternating between the arms (so load from other processes hits all
 alike), medians; CUDA timings synchronise. Then the methods' own targets: the CSR grid (200 sentences x 20
 conditions, cached tri-encoder vs bi-encoder; `benchmarks/speed_csr.py`), Comateformer's time/memory at batch 32,
-length 128. Everything goes to `<output_dir>/speed.json`; `benchmarks/report.py` renders it.
+length 128, the Siamese matchers' per-pair latency against the MiniLM cross-encoder
+(`benchmarks/speed_siamese_matcher.py`). Everything goes to `<output_dir>/speed.json`; `benchmarks/report.py`
+renders it.
 
     python benchmarks/speed.py --output_dir benchmarks/results/cpu-small
 """
@@ -32,7 +34,7 @@ sys.path.insert(0, str(BENCH))
 
 from quality import Arm, available_comparisons, environment, write_json_atomic  # noqa: E402
 
-from pairzoo import create_model, load_tokenizer  # noqa: E402
+from pairzoo import create_model, list_models, load_tokenizer  # noqa: E402
 from pairzoo.training.collators import make_collator  # noqa: E402
 
 LONG_1 = "Two women in red jackets are walking their dogs through a park in the early morning fog. " * 40
@@ -193,9 +195,28 @@ def _row(result: dict, length: int, batch_size: int) -> "dict | None":
     return next((r for r in result["latency"] if r["length"] == length and r["batch_size"] == batch_size), None)
 
 
-def targets(results: dict, csr: "dict | None") -> list[dict]:
-    """The speed/memory targets of the methods' issues, measured values and whether they are met."""
+def siamese_targets(siamese: dict) -> list[dict]:
+    """Issue 6's targets from `speed_siamese_matcher`'s per-pair wall-time ratios, at every measured batch size."""
     found = []
+    for batch_size, ratios in siamese["wall_ratios"].items():
+        for name, ratio in ratios.items():
+            if "target <= 0.1" in name or "target <= 2" in name:
+                limit = 0.1 if "target <= 0.1" in name else 2.0
+                label = name.split(" (")[0]
+                found.append(
+                    {
+                        "method": "siamese-matcher",
+                        "target": f"{label} per-pair latency <= {limit}x (batch {batch_size})",
+                        "measured": ratio,
+                        "met": ratio <= limit,
+                    }
+                )
+    return found
+
+
+def targets(results: dict, csr: "dict | None", siamese: "dict | None" = None) -> list[dict]:
+    """The speed/memory targets of the methods' issues, measured values and whether they are met."""
+    found = siamese_targets(siamese) if siamese else []
     comate = results.get("comateformer")
     row = _row(comate, 128, 32) if comate else None
     if row:
@@ -246,6 +267,7 @@ def main(argv: "list[str] | None" = None) -> dict:
     parser.add_argument("--only", nargs="+", default=None, help="comparison names (default: all)")
     parser.add_argument("--no_memory", action="store_true", help="skip the peak-memory subprocesses")
     parser.add_argument("--no_csr_grid", action="store_true", help="skip the CSR cached-grid benchmark")
+    parser.add_argument("--no_siamese", action="store_true", help="skip the Siamese matcher latency benchmark")
     parser.add_argument("--memory_child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.memory_child:
@@ -264,6 +286,12 @@ def main(argv: "list[str] | None" = None) -> dict:
         csr = speed_csr.main(
             ["--backbone", args.backbone, "--repeats", str(args.repeats), "--threads", str(torch.get_num_threads())]
         )
+    siamese = None
+    wanted = not args.only or any(name.startswith("siamese") for name in args.only)
+    if not args.no_siamese and wanted and "siamese-matcher" in list_models():
+        import speed_siamese_matcher
+
+        siamese = speed_siamese_matcher.main(["--repeats", str(max(args.repeats, 5))])
     device = torch.cuda.get_device_name(0) if DEVICE == "cuda" else f"CPU, {torch.get_num_threads()} threads"
     payload = {
         "device": device,
@@ -271,7 +299,8 @@ def main(argv: "list[str] | None" = None) -> dict:
         "repeats": args.repeats,
         "comparisons": results,
         "csr_grid": csr,
-        "targets": targets(results, csr),
+        "siamese_latency": siamese,
+        "targets": targets(results, csr, siamese),
         **environment(),
     }
     write_json_atomic(args.output_dir / "speed.json", payload)

@@ -99,7 +99,7 @@ def test_quality_runs_write_complete_records_and_resume(tmp_path, monkeypatch):
 
 def test_speed_ratios_are_against_the_baseline_arm(tmp_path):
     argv = ["--backbone", "tiny-bert", "--only", "csr-bi", "--lengths", "16", "--batch_sizes", "1", "2"]
-    payload = speed.main([*argv, "--repeats", "1", "--no_csr_grid", "--output_dir", str(tmp_path)])
+    payload = speed.main([*argv, "--repeats", "1", "--no_csr_grid", "--no_siamese", "--output_dir", str(tmp_path)])
     result = payload["comparisons"]["csr-bi"]
     for row in result["latency"]:
         base = row["seconds"]["bi-encoder"]
@@ -114,6 +114,10 @@ def test_targets_are_judged_from_the_measured_ratios():
     csr = {"bi_over_cached_tri": 5.5, "router_overhead_direct": 1.2}
     found = speed.targets({"comateformer": {"latency": [row]}}, csr)
     assert [(t["measured"], t["met"]) for t in found] == [(1.6, False), (1.2, True), (5.5, True), (1.2, False)]
+    siamese = {"wall_ratios": {"1": {"re2+sfa / cross-encoder (target <= 0.1)": 0.4, "esim+fa / esim": 1.0,
+                                     "esim+sfa / esim (target <= 2)": 1.5}}}  # fmt: skip
+    found = speed.targets({}, None, siamese)
+    assert [(t["measured"], t["met"]) for t in found] == [(0.4, False), (1.5, True)]
 
 
 def test_model_card_gets_the_results_of_the_most_specific_matching_arm(tmp_path):

@@ -235,12 +235,17 @@ def run_one(argv: list[str], launcher: str, output_dir: Path) -> dict:
     return json.loads((output_dir / "metrics.json").read_text())["metrics"]
 
 
-def write_json_atomic(path: Path, payload: dict) -> None:
-    """Write `payload` to a temporary file beside `path`, then rename it into place."""
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write `text` to a temporary file beside `path`, then rename it into place."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False) as tmp:
-        json.dump(payload, tmp, indent=2, default=str)
+        tmp.write(text)
     os.replace(tmp.name, path)
+
+
+def write_json_atomic(path: Path, payload: dict) -> None:
+    """`payload` as indented JSON, written atomically (`write_text_atomic`)."""
+    write_text_atomic(path, json.dumps(payload, indent=2, default=str))
 
 
 def main(argv: "list[str] | None" = None) -> None:

@@ -12,11 +12,14 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing pairzoo
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from quality import write_text_atomic  # noqa: E402
 
 from pairzoo.hub_cards.results import load_runs, summarise  # noqa: E402
 
@@ -115,12 +118,6 @@ def plot(rows: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
-def write_atomic(path: Path, text: str) -> None:
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False) as tmp:
-        tmp.write(text)
-    os.replace(tmp.name, path)
-
-
 def update_readme(readme: Path, section: str) -> None:
     """Replace the text between the results markers of `readme` with `section`."""
     text = readme.read_text()
@@ -128,7 +125,7 @@ def update_readme(readme: Path, section: str) -> None:
         raise ValueError(f"{str(readme)!r} has no {START} ... {END} markers.")
     head, rest = text.split(START, 1)
     _, tail = rest.split(END, 1)
-    write_atomic(readme, f"{head}{START}\n{section}\n{END}{tail}")
+    write_text_atomic(readme, f"{head}{START}\n{section}\n{END}{tail}")
 
 
 def render(rows: list[dict], speed: "dict | None", image: str) -> str:
@@ -147,9 +144,9 @@ def build_report(results_dir: Path, readme: "Path | None" = None) -> str:
     speed_path = results_dir / "speed.json"
     speed = json.loads(speed_path.read_text()) if speed_path.exists() else None
     plot(rows, results_dir / "quality.png")
-    write_atomic(results_dir / "summary.json", json.dumps(rows, indent=2, default=str))
+    write_text_atomic(results_dir / "summary.json", json.dumps(rows, indent=2, default=str))
     markdown = render(rows, speed, "quality.png")
-    write_atomic(results_dir / "RESULTS.md", markdown + "\n")
+    write_text_atomic(results_dir / "RESULTS.md", markdown + "\n")
     if readme is not None:
         image = os.path.relpath(results_dir / "quality.png", readme.resolve().parent)
         update_readme(readme, render(rows, speed, image))

@@ -406,3 +406,25 @@ def test_plot_of_one_combined_head_is_a_png(tmp_path):
         plot_combined_attention(model, tokenizer, "a", "b", tmp_path / "g.png", layer=1, head=2)
     with pytest.raises(ValueError, match="layer"):
         plot_combined_attention(model, tokenizer, "a", "b", tmp_path / "g.png", layer=3)
+
+
+@pytest.mark.parametrize("with_pooler", [True, False])
+def test_head_starts_from_the_checkpoints_trained_pooler(tmp_path, with_pooler):
+    """`from_backbone` copies a checkpoint's pooler into the head's Linear(d, d) (as `BertForSequenceClassification`
+    starts from it); a checkpoint without pooler weights leaves the head freshly initialised."""
+    from transformers import BertModel
+
+    from pairzoo.backbones import tiny_backbone_config
+    from pairzoo.modeling.modeling_comateformer import ComateformerForSequenceClassification
+
+    set_seed(0)
+    BertModel(tiny_backbone_config("tiny-bert"), add_pooling_layer=with_pooler).save_pretrained(tmp_path)
+    set_seed(0)
+    checkpoint = BertModel.from_pretrained(tmp_path)  # a pooler is built either way; trained only if saved
+    model = ComateformerForSequenceClassification.from_backbone(str(tmp_path), **TINY)
+    copied = torch.equal(model.classifier.dense.weight, checkpoint.pooler.dense.weight) and torch.equal(
+        model.classifier.dense.bias, checkpoint.pooler.dense.bias
+    )
+    assert copied == with_pooler
+    encoder = {k: v for k, v in checkpoint.state_dict().items() if not k.startswith("pooler.")}
+    assert all(torch.equal(model.backbone.state_dict()[k], v) for k, v in encoder.items())

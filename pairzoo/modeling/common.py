@@ -109,16 +109,27 @@ class PairzooPreTrainedModel(PreTrainedModel):
 
     @classmethod
     def from_backbone(cls, name_or_path: str, **method_kwargs) -> "PairzooPreTrainedModel":
-        """Build the method on a pretrained encoder (local folder or Hub id); `method_kwargs` go to the config."""
-        try:
-            pretrained = AutoModel.from_pretrained(name_or_path, add_pooling_layer=False)
-        except TypeError:
-            pretrained = AutoModel.from_pretrained(name_or_path)
+        """Build the method on a pretrained encoder (local folder or Hub id); `method_kwargs` go to the config.
+
+        The backbone never keeps BERT's pooler; when the checkpoint has trained pooler weights, they are handed to
+        `init_head_from_pooler`, so a first-token head can start where `BertForSequenceClassification` starts.
+        """
+        pretrained, loading_info = AutoModel.from_pretrained(name_or_path, output_loading_info=True)
+        pooler = getattr(pretrained, "pooler", None)
+        if pooler is not None and any(key.startswith("pooler.") for key in loading_info["missing_keys"]):
+            pooler = None  # the checkpoint has no trained pooler: nothing worth copying
         config = cls.config_class(backbone_config=pretrained.config, **method_kwargs)
         model = cls(config)
-        model.backbone.load_state_dict(pretrained.state_dict(), strict=True)
+        state = {key: value for key, value in pretrained.state_dict().items() if not key.startswith("pooler.")}
+        model.backbone.load_state_dict(state, strict=True)
+        if pooler is not None:
+            model.init_head_from_pooler(pooler.dense)
         model.config.backbone_config.name_or_path = str(name_or_path)
         return model
+
+    def init_head_from_pooler(self, dense: nn.Linear) -> None:
+        """Start the head from the checkpoint's trained pooler `dense` (Linear(d, d) before tanh); by default the
+        method's head has no such layer and this does nothing."""
 
 
 @dataclass

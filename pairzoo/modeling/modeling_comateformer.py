@@ -353,6 +353,12 @@ class ComateformerForSequenceClassification(ComateformerPreTrainedModel):
         self.classifier = ComateformerClassificationHead(config)
         self.post_init()
 
+    @torch.no_grad()
+    def init_head_from_pooler(self, dense: nn.Linear) -> None:
+        """The head's Linear(d, d) + tanh is BERT's pooler: start it from the checkpoint's trained pooler, as
+        `BertForSequenceClassification` does (the output projection stays freshly initialised)."""
+        self.classifier.dense.load_state_dict(dense.state_dict())
+
     def forward(
         self,
         input_ids: "torch.LongTensor | None" = None,

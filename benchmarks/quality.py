@@ -32,6 +32,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout without installing pairzoo
 
+from pairzoo.fileio import write_text_atomic  # noqa: E402
+
 
 @dataclass(frozen=True)
 class Arm:
@@ -233,14 +235,6 @@ def run_one(argv: list[str], launcher: str, output_dir: Path) -> dict:
     command = ["accelerate", "launch", "-m", "pairzoo.train", *argv]
     subprocess.run(command, check=True, cwd=REPO)
     return json.loads((output_dir / "metrics.json").read_text())["metrics"]
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write `text` to a temporary file beside `path`, then rename it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False) as tmp:
-        tmp.write(text)
-    os.replace(tmp.name, path)
 
 
 def write_json_atomic(path: Path, payload: dict) -> None:

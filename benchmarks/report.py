@@ -17,10 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing pairzoo
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from quality import write_text_atomic  # noqa: E402
-
+from pairzoo.fileio import write_text_atomic  # noqa: E402
 from pairzoo.hub_cards.results import load_runs, summarise  # noqa: E402
 
 START, END = "<!-- results:start -->", "<!-- results:end -->"

@@ -23,13 +23,13 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from pairzoo import create_model, get_model_spec, list_models, load_tokenizer
+from pairzoo import create_model, fileio, get_model_spec, list_models, load_tokenizer
+from pairzoo.fileio import write_text_atomic
 from pairzoo.hub_cards import export as export_module
 from pairzoo.hub_cards.codegen import remote_code_files
 from pairzoo.hub_cards.export import PICKLE_SUFFIXES, PIPELINE_FILE, export_model, load_export, verify_export
 from pairzoo.modeling import CrossEncoderForConditionalSimilarity
 from pairzoo.pipelines import pipeline_conditional_similarity
-from pairzoo.training import cli
 from pairzoo.training.cli import NonFiniteLossError, complete_checkpoints, main, resolve_resume_checkpoint
 
 REPO = Path(__file__).resolve().parents[1]
@@ -264,13 +264,13 @@ def test_failed_overwrite_keeps_the_previous_export_intact(tiny_export, tmp_path
 
 def test_metrics_json_is_replaced_atomically(tmp_path, monkeypatch):
     path = tmp_path / "metrics.json"
-    cli._atomic_write_text(path, '{"old": 1}')
+    write_text_atomic(path, '{"old": 1}')
 
     def fail(src, dst):
         raise OSError("rename failed")
 
-    monkeypatch.setattr(cli.os, "replace", fail)
+    monkeypatch.setattr(fileio.os, "replace", fail)
     with pytest.raises(OSError, match="rename failed"):
-        cli._atomic_write_text(path, '{"new": 2}')
+        write_text_atomic(path, '{"new": 2}')
     assert json.loads(path.read_text()) == {"old": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["metrics.json"]

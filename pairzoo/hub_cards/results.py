@@ -6,6 +6,7 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
+from ..fileio import write_text_atomic
 from ..registry import get_model_spec, list_models
 from .export import render_model_card
 
@@ -119,9 +120,7 @@ def update_model_card(folder: "str | Path", results_dir: "str | Path", base_mode
     model = spec.model_class.from_pretrained(folder)
     results = eval_results_for(Path(results_dir), spec.name, model.config.to_dict())
     card = render_model_card(model, results, base_model, repo_id=f"pairzoo/{folder.name}")
-    tmp = folder / ".README.md.tmp"
-    tmp.write_text(card)
-    tmp.replace(folder / "README.md")
+    write_text_atomic(folder / "README.md", card)
     return results
 
 

@@ -13,7 +13,6 @@ import json
 import math
 import os
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from transformers import HfArgumentParser, Trainer, TrainerCallback, TrainingArg
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from ..backbones import load_tokenizer
+from ..fileio import write_text_atomic
 from ..registry import create_model, get_model_spec
 from .collators import make_collator
 from .data import dataset_task, label_range, load_dataset
@@ -60,20 +60,6 @@ class NonFiniteLossError(FloatingPointError):
 
 
 TRAINER_STATE_FILE = "trainer_state.json"  # written last into a checkpoint folder: its presence marks it complete
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    """Write `text` to a temporary file beside `path`, flush it to disk, then rename it into place."""
-    handle, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def complete_checkpoints(output_dir: "str | os.PathLike") -> list[Path]:
@@ -288,7 +274,7 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Tra
                 overwrite=True,
             )
             result["export_dir"] = str(output_dir / "export")
-        _atomic_write_text(output_dir / "metrics.json", json.dumps(result, indent=2, default=str))
+        write_text_atomic(output_dir / "metrics.json", json.dumps(result, indent=2, default=str))
         print(json.dumps(result, indent=2, default=str))
     return result
 

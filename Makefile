@@ -13,7 +13,7 @@ export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export MPLBACKEND := Agg
 
-.PHONY: install demo test bench lint clean
+.PHONY: install demo test app bench lint clean
 
 install: $(STAMP)
 
@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e ".[train,dev]"
+	$(PY) -m pip install --quiet -e ".[train,dev,app]"
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -30,6 +30,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+# The web demo (app.py, Gradio) on http://127.0.0.1:7860; trained models: make app APP_ARGS="--models EXPORT_DIR ...".
+app: $(STAMP)
+	$(PY) app.py $(APP_ARGS)
 
 # The cpu-small benchmark profile end to end (about an hour on 2 cores), then the README's results section.
 BENCH_DIR := benchmarks/results/cpu-small
@@ -43,4 +47,4 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 
 clean:
-	rm -rf outputs .pytest_cache
+	rm -rf outputs .pytest_cache tests/artifacts

@@ -151,3 +151,22 @@ def test_minilm_export_scores_identically_in_a_fresh_process_without_pairzoo(tmp
     assert not fresh["class"].startswith("pairzoo")
     for ours, theirs in zip(local, fresh["outputs"]):
         assert theirs["score"] == pytest.approx(ours["score"], abs=1e-5)
+
+
+@pytest.mark.parametrize(
+    "name, overrides",
+    [
+        ("cross-encoder", {}),
+        ("seaver", {}),
+        ("comateformer", {"combined_layers": [0, 1], "combined_head_fraction": [0.5, 0.3]}),
+        ("siamese-matcher", {}),
+        ("neighbor-attention", {"neighbor_layers": [0], "num_candidates": 20, "num_neighbors": 4}),
+    ],
+)
+def test_two_label_classifier_stays_two_labels_after_save_and_load(tmp_path, name, overrides):
+    """transformers drops the default two-label `id2label` from a saved config; a reload must not give a regressor."""
+    model = create_model(name, backbone="tiny-bert", num_labels=2, **overrides)
+    model.save_pretrained(tmp_path)
+    reloaded = type(model).from_pretrained(tmp_path)
+    assert reloaded.config.num_labels == 2
+    assert reloaded.config.id2label == model.config.id2label

@@ -44,3 +44,16 @@ def check_label_scale(label_min: float, label_max: float) -> None:
     check_range("label_max", label_max)
     if label_max <= label_min:
         raise ValueError(f"`label_max` ({label_max}) must be greater than `label_min` ({label_min}).")
+
+
+class LabelledConfig(PretrainedConfig):
+    """Base of configs whose heads may be classifiers: `num_labels` survives a save/load round trip.
+
+    transformers' `to_diff_dict` drops `id2label` when it equals the two-label default (`LABEL_0`, `LABEL_1`); a reload
+    would then build a one-label regression head. The labels are always written.
+    """
+
+    def to_diff_dict(self) -> dict:
+        diff = super().to_diff_dict()
+        diff.setdefault("id2label", {str(i): label for i, label in self.id2label.items()})
+        return diff

@@ -1,9 +1,14 @@
 """Configuration of Comateformer (Li, Liang, Zhang: "Comateformer: Combined Attention Transformer for Semantic
 Sentence Matching"): combined quasi-attention heads inside a pretrained BERT/RoBERTa encoder."""
 
-from transformers import PretrainedConfig
-
-from .common import BACKBONE_SUB_CONFIG, check_choice, check_label_scale, check_range, coerce_backbone_config
+from .common import (
+    BACKBONE_SUB_CONFIG,
+    LabelledConfig,
+    check_choice,
+    check_label_scale,
+    check_range,
+    coerce_backbone_config,
+)
 
 GATES = ("double_sigmoid", "center")
 AFFINITY_FUNCTIONS = ("tanh", "sigmoid")
@@ -11,7 +16,7 @@ DIFFERENCE_FUNCTIONS = ("sigmoid", "tanh", "arctan")
 SUPPORTED_BACKBONES = ("bert", "roberta")
 
 
-class ComateformerConfig(PretrainedConfig):
+class ComateformerConfig(LabelledConfig):
     r"""
     Hyper-parameters of [`ComateformerModel`] and [`ComateformerForSequenceClassification`].
 

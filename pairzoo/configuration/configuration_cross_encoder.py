@@ -1,11 +1,16 @@
 """Configuration of the C-STS cross-encoder baseline (Deshpande et al. 2023, princeton-nlp/c-sts)."""
 
-from transformers import PretrainedConfig
+from .common import (
+    BACKBONE_SUB_CONFIG,
+    LabelledConfig,
+    check_choice,
+    check_label_scale,
+    check_range,
+    coerce_backbone_config,
+)
 
-from .common import BACKBONE_SUB_CONFIG, check_choice, check_label_scale, check_range, coerce_backbone_config
 
-
-class CrossEncoderConfig(PretrainedConfig):
+class CrossEncoderConfig(LabelledConfig):
     r"""
     Hyper-parameters of [`CrossEncoderForConditionalSimilarity`]: one encoder reads `s1 SEP s2 SEP c` as a single
     sequence, its first-token (or mean) feature of the last layer goes through an optional transform and a linear head.

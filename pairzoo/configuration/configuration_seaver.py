@@ -3,10 +3,17 @@ for Conditional Semantic Textual Similarity Measurement"; official code BaixuanL
 
 from transformers import PretrainedConfig
 
-from .common import BACKBONE_SUB_CONFIG, check_choice, check_label_scale, check_range, coerce_backbone_config
+from .common import (
+    BACKBONE_SUB_CONFIG,
+    LabelledConfig,
+    check_choice,
+    check_label_scale,
+    check_range,
+    coerce_backbone_config,
+)
 
 
-class SeaverConfig(PretrainedConfig):
+class SeaverConfig(LabelledConfig):
     r"""
     Hyper-parameters of [`SeaverForConditionalSimilarity`]: the C-STS cross-encoder whose last hidden state is
     augmented by self-reweighting. From the last layer's attention probabilities, the sentence-to-condition and

@@ -5,7 +5,9 @@ the combined quasi-attention M = tanh(E) * 2 sigmoid(N) (E: scaled dot-product a
 distance of queries and keys), output M V; the other heads keep softmax attention. The self-attention module of a
 combined layer is a subclass of the backbone's own class with the same parameter names, so pretrained weights load
 unchanged, and with no combined head the model is the backbone exactly. No public code exists for the paper; the
-equations follow its sections 3.2-3.5 and the choices it leaves open are listed in `ComateformerConfig`.
+equations follow its sections 3.2-3.5 and the choices it leaves open are listed in `ComateformerConfig`. The pair
+classifier reads the first token through Linear(d, d) + tanh, started from the checkpoint's trained pooler when it has
+one (as `BertForSequenceClassification` fine-tuning starts), then a new output projection.
 """
 
 from dataclasses import dataclass

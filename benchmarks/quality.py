@@ -94,7 +94,7 @@ COMPARISONS = [
     ),
 ]
 
-for _matcher in ("esim", "re2"):
+for _matcher in ("esim", "re2", "bimpm", "cafe", "diin", "drcn"):
     COMPARISONS.append(
         Comparison(
             f"siamese-{_matcher}",

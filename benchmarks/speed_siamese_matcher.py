@@ -1,5 +1,5 @@
-"""Per-pair inference latency of the Siamese matchers (ESIM, RE2; without / with FA / with SFA) and of the MiniLM
-cross-encoder, in the same process.
+"""Parameter counts and per-pair inference latency of the Siamese matchers (ESIM, RE2, BiMPM, CAFE, DIIN, DRCN;
+without / with FA / with SFA: 18 models) and of the MiniLM cross-encoder, in the same process.
 
     python -m benchmarks.speed_siamese_matcher --batch_sizes 1 32 --length 32 --repeats 20 --threads 1
 
@@ -8,7 +8,11 @@ cross-encoder reads the pair as one `[CLS] s1 SEP s2 SEP` sequence of the same w
 `torch.inference_mode` after a warm-up, alternating between the models in every repeat so that load from other
 processes hits all of them alike. Medians of wall-clock and process CPU time per forward are divided by the batch
 size (per-pair latency) and printed as JSON with the issue's two ratios: RE2+SFA over the cross-encoder (target at
-most 0.1) and each block over its host without it (target for SFA at most 2).
+most 0.1) and each block over its host without it (target for SFA at most 2, tagged for issue 6's hosts ESIM and RE2;
+the other hosts' ratios are reported untagged). A text table follows the JSON: parameters (millions, with and without
+the 30522 x 384 word-embedding matrix) and per-pair wall time at each batch size, next to the columns of the SFA
+paper's Table 1 (its parameter counts and latencies, measured on its own hardware); those figures could not be found
+in the sources available offline, so the columns read "n/a" rather than guessed numbers.
 """
 
 import argparse
@@ -21,8 +25,16 @@ import torch
 from pairzoo import create_model, encode_conditional_inputs, load_tokenizer
 from pairzoo.pipelines.pipeline_conditional_similarity import encode_tri_inputs
 
-MATCHERS = ("esim", "re2")
+MATCHERS = ("esim", "re2", "bimpm", "cafe", "diin", "drcn")
 FEATURE_ATTENTIONS = ("none", "fa", "sfa")
+# The hosts whose "+sfa / host" latency ratio carries issue 6's target tag (read by benchmarks/speed.py).
+TARGET_HOSTS = ("esim", "re2")
+# The SFA paper's Table 1 (parameters in millions, latency in ms, on the paper's hardware), keyed like the models
+# here; None where the figure is not available (the paper's table was not reachable offline: no number is guessed).
+PAPER_TABLE_1: "dict[str, dict[str, float | None]]" = {
+    name: {"params_m": None, "latency_ms": None}
+    for name in [f"{m}+{b}" for m in MATCHERS for b in FEATURE_ATTENTIONS] + ["cross-encoder"]
+}
 FIRST = "Two women in red jackets are walking their dogs through a park in the early morning fog. " * 4
 SECOND = "A man in a grey suit is running to catch a bus that is leaving the station. " * 4
 
@@ -53,13 +65,14 @@ def main(argv: "list[str] | None" = None) -> dict:
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     parser.add_argument("--hidden_size", type=int, default=150, help="hidden size of the Siamese matchers")
+    parser.add_argument("--matchers", nargs="+", choices=MATCHERS, default=list(MATCHERS))
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
 
     torch.manual_seed(0)
-    models, formats, parameters = {}, {}, {}
-    for matcher in MATCHERS:
+    models, formats, parameters, without_embeddings = {}, {}, {}, {}
+    for matcher in args.matchers:
         for block in FEATURE_ATTENTIONS:
             name = f"{matcher}+{block}"
             models[name] = create_model(
@@ -75,6 +88,7 @@ def main(argv: "list[str] | None" = None) -> dict:
     formats["cross-encoder"] = "cross"
     for name, model in models.items():
         parameters[name] = model.num_parameters()
+        without_embeddings[name] = parameters[name] - model.get_input_embeddings().weight.numel()
 
     tokenizer = load_tokenizer("minilm")
     per_pair: dict[str, dict[str, dict[str, float]]] = {}
@@ -98,14 +112,15 @@ def main(argv: "list[str] | None" = None) -> dict:
 
     ratios: dict[str, dict[str, float]] = {}
     for batch_size, latency in per_pair.items():
-        ratios[batch_size] = {
-            "re2+sfa / cross-encoder (target <= 0.1)": latency["re2+sfa"]["wall_ms"]
-            / latency["cross-encoder"]["wall_ms"],
-        }
-        for matcher in MATCHERS:
+        ratios[batch_size] = {}
+        if "re2" in args.matchers:
+            ratios[batch_size]["re2+sfa / cross-encoder (target <= 0.1)"] = (
+                latency["re2+sfa"]["wall_ms"] / latency["cross-encoder"]["wall_ms"]
+            )
+        for matcher in args.matchers:
             host = latency[f"{matcher}+none"]["wall_ms"]
             for block in ("fa", "sfa"):
-                target = " (target <= 2)" if block == "sfa" else ""
+                target = " (target <= 2)" if block == "sfa" and matcher in TARGET_HOSTS else ""
                 ratios[batch_size][f"{matcher}+{block} / {matcher}{target}"] = (
                     latency[f"{matcher}+{block}"]["wall_ms"] / host
                 )
@@ -116,11 +131,42 @@ def main(argv: "list[str] | None" = None) -> dict:
         "repeats": args.repeats,
         "threads": torch.get_num_threads(),
         "parameters": parameters,
+        "parameters_without_embeddings": without_embeddings,
         "per_pair_latency": per_pair,
         "wall_ratios": ratios,
+        "paper_table_1": {
+            "available": any(v is not None for row in PAPER_TABLE_1.values() for v in row.values()),
+            "note": "paper's, on its hardware",
+            "rows": {name: PAPER_TABLE_1[name] for name in models},
+        },
     }
     print(json.dumps(result, indent=2))
+    print(format_table(result))
     return result
+
+
+def format_table(result: dict) -> str:
+    """The measurements as a text table beside the SFA paper's Table 1 columns ("n/a" where not available)."""
+    sizes = list(result["per_pair_latency"])
+    header = ["model", "params (M)", "params w/o emb. (M)"] + [f"ms/pair @ batch {b}" for b in sizes]
+    header += ["paper params (M)", "paper ms"]
+    rows = []
+    for name, count in result["parameters"].items():
+        paper = result["paper_table_1"]["rows"][name]
+        row = [name, f"{count / 1e6:.2f}", f"{result['parameters_without_embeddings'][name] / 1e6:.3f}"]
+        row += [f"{result['per_pair_latency'][b][name]['wall_ms']:.3f}" for b in sizes]
+        row += ["n/a" if paper[key] is None else f"{paper[key]:g}" for key in ("params_m", "latency_ms")]
+        rows.append(row)
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(r, widths)) for r in [header, *rows]]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    note = (
+        f"this machine: {result['threads']} threads, sentences of {result['length']} tokens, hidden size "
+        f"{result['hidden_size']}; paper columns: paper's, on its hardware"
+    )
+    if not result["paper_table_1"]["available"]:
+        note += " (not available: the SFA paper's Table 1 could not be retrieved offline; no figure is guessed)"
+    return "\n".join([*lines, note])
 
 
 if __name__ == "__main__":

@@ -89,12 +89,14 @@ MODEL_SPECS.append(
         auto_class="AutoModelForSequenceClassification",
         pipeline_tag="text-classification",
         task="pair-classification",
-        summary="Siamese matcher: ESIM or RE2 with optional FA or SFA feature attention. No transformer encoder: "
+        summary="Siamese matcher: ESIM, RE2, BiMPM, CAFE, DIIN or DRCN with optional FA or SFA feature attention. "
+        "No transformer encoder: "
         "FA (feature attention) or SFA (selective feature attention over stacked BiGRU branches) sits on both "
         "branches after the interaction attention; word embeddings are initialised from the backbone's input "
         "embedding matrix (MiniLM's; GloVe is not available offline); each sentence is tokenised alone.",
         paper="Zang, Liu: Modeling Selective Feature Attention for Representation-based Siamese Text Matching; "
-        "hosts: Chen et al. 2017 (ESIM), Yang et al. 2019 (RE2)",
+        "hosts: Chen et al. 2017 (ESIM), Yang et al. 2019 (RE2), Wang et al. 2017 (BiMPM), Tay et al. 2018 (CAFE), "
+        "Gong et al. 2018 (DIIN), Kim et al. 2019 (DRCN)",
     )
 )
 

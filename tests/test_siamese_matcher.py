@@ -1,5 +1,8 @@
-"""Siamese matchers (ESIM, RE2) with FA/SFA: harness for every (matcher, feature_attention) pair, FA's gate and SFA's
-branch weights recomputed from the blocks' own parameters, the MiniLM embedding initialisation, and bad input."""
+"""Siamese matchers (ESIM, RE2, BiMPM, CAFE, DIIN, DRCN) with FA/SFA: harness for every (matcher, feature_attention)
+pair; FA's gate, SFA's branch weights and each new host's core equation (BiMPM's multi-perspective matching, CAFE's
+factorization machines and alignments, DIIN's self-attention, fuse gate and interaction tensor, DRCN's dense
+co-attentive connection and autoencoder loss) recomputed from the modules' own parameters; the MiniLM embedding
+initialisation; bad input."""
 
 import math
 
@@ -9,12 +12,51 @@ from model_harness import ROWS, ModelHarness
 from transformers import set_seed
 
 from pairzoo import SiameseMatcherConfig, create_model, load_tokenizer
-from pairzoo.modeling.modeling_siamese_matcher import FeatureAttention, SelectiveFeatureAttention
+from pairzoo.modeling.modeling_siamese_matcher import (
+    DenseFeatureExtractor,
+    DiinEncoder,
+    DiinMatcher,
+    DrcnLayer,
+    FactorizationMachine,
+    FeatureAttention,
+    MultiPerspectiveMatching,
+    SelectiveFeatureAttention,
+)
 from pairzoo.pipelines.pipeline_conditional_similarity import encode_tri_inputs
 from pairzoo.training.collators import TriEncoderCollator, make_collator
 
 # Small enough to be fast, and within the eq. 9 rule for L = 32 (8.33 ln 32 = 28.9 < 64 // 2 = 32).
 TINY = {"hidden_size": 64, "max_sequence_length": 32, "re2_blocks": 2}
+# Per host, tiny sizes whose block width D keeps FA and SFA within eq. 9 for L = 32 (D // 2 > 28.9): BiMPM
+# D = 8 l = 64, CAFE D = 64 + 6, DIIN D = 64, DRCN D = 2 * 32 (five layers: two autoencoders, two blocks per branch).
+TINY_HOSTS = {
+    "esim": {**TINY, "matcher": "esim"},
+    "re2": {**TINY, "matcher": "re2"},
+    "bimpm": {"hidden_size": 32, "bimpm_perspectives": 8, "max_sequence_length": 32, "matcher": "bimpm"},
+    "cafe": {"hidden_size": 64, "max_sequence_length": 32, "cafe_fm_factors": 4, "matcher": "cafe"},
+    "diin": {
+        "hidden_size": 64,
+        "max_sequence_length": 32,
+        "diin_dense_blocks": 2,
+        "diin_dense_layers": 2,
+        "diin_growth_rate": 8,
+        "matcher": "diin",
+    },
+    "drcn": {"hidden_size": 32, "max_sequence_length": 32, "drcn_layers": 5, "matcher": "drcn"},
+}
+# blocks per branch: one per interaction stage (RE2: one per block; DRCN: one per autoencoder)
+BLOCKS_PER_BRANCH = {"esim": 1, "re2": TINY["re2_blocks"], "bimpm": 1, "cafe": 1, "diin": 1, "drcn": 2}
+
+
+@pytest.fixture(autouse=True)
+def _one_thread(monkeypatch):
+    """Run on one intra-op thread (also in the harness's fresh export process): these tiny models gain nothing from
+    more, and on a busy machine OpenMP workers waiting for a core cost many times the work itself."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    yield
+    torch.set_num_threads(threads)
 
 
 class _SiameseHarness(ModelHarness):
@@ -61,6 +103,60 @@ class TestRe2Fa(_SiameseHarness):
 class TestRe2Sfa(_SiameseHarness):
     backbone_name = "tiny-roberta"
     config_overrides = {**TINY, "matcher": "re2", "feature_attention": "sfa", "re2_blocks": 3, "num_labels": 2}
+
+
+class TestBimpm(_SiameseHarness):
+    config_overrides = {**TINY_HOSTS["bimpm"], "feature_attention": "none", "num_labels": 3}
+
+
+class TestBimpmFa(_SiameseHarness):
+    backbone_name = "tiny-roberta"
+    config_overrides = {**TINY_HOSTS["bimpm"], "feature_attention": "fa"}
+
+
+class TestBimpmSfa(_SiameseHarness):
+    config_overrides = {**TINY_HOSTS["bimpm"], "feature_attention": "sfa", "num_labels": 2}
+
+
+class TestCafe(_SiameseHarness):
+    backbone_name = "tiny-roberta"
+    config_overrides = {**TINY_HOSTS["cafe"], "feature_attention": "none"}
+
+
+class TestCafeFa(_SiameseHarness):
+    config_overrides = {**TINY_HOSTS["cafe"], "feature_attention": "fa", "num_labels": 3}
+
+
+class TestCafeSfa(_SiameseHarness):
+    backbone_name = "tiny-roberta"
+    config_overrides = {**TINY_HOSTS["cafe"], "feature_attention": "sfa", "num_labels": 3}
+
+
+class TestDiin(_SiameseHarness):
+    config_overrides = {**TINY_HOSTS["diin"], "feature_attention": "none", "num_labels": 3}
+
+
+class TestDiinFa(_SiameseHarness):
+    backbone_name = "tiny-roberta"
+    config_overrides = {**TINY_HOSTS["diin"], "feature_attention": "fa", "num_labels": 3}
+
+
+class TestDiinSfa(_SiameseHarness):
+    config_overrides = {**TINY_HOSTS["diin"], "feature_attention": "sfa"}
+
+
+class TestDrcn(_SiameseHarness):
+    backbone_name = "tiny-roberta"
+    config_overrides = {**TINY_HOSTS["drcn"], "feature_attention": "none", "num_labels": 3}
+
+
+class TestDrcnFa(_SiameseHarness):
+    config_overrides = {**TINY_HOSTS["drcn"], "feature_attention": "fa"}
+
+
+class TestDrcnSfa(_SiameseHarness):
+    backbone_name = "tiny-roberta"
+    config_overrides = {**TINY_HOSTS["drcn"], "feature_attention": "sfa", "num_labels": 3}
 
 
 def _features(batch: int = 3, length: int = 7, dim: int = 64, seed: int = 0):
@@ -144,19 +240,21 @@ def test_sfa_weights_differ_per_feature_and_per_sentence():
     assert (weights[0] - weights[1]).abs().max() > 1e-4
 
 
-@pytest.mark.parametrize("matcher", ["esim", "re2"])
+@pytest.mark.parametrize("matcher", list(TINY_HOSTS))
 @pytest.mark.parametrize("feature_attention", ["fa", "sfa"])
 def test_blocks_sit_on_both_branches_with_unshared_parameters(matcher, feature_attention):
     model = create_model(
-        "siamese-matcher", backbone="tiny-bert", matcher=matcher, feature_attention=feature_attention, **TINY
+        "siamese-matcher", backbone="tiny-bert", feature_attention=feature_attention, **TINY_HOSTS[matcher]
     )
     block_class = FeatureAttention if feature_attention == "fa" else SelectiveFeatureAttention
     blocks = [m for m in model.modules() if isinstance(m, block_class)]
-    per_interaction = 1 if matcher == "esim" else TINY["re2_blocks"]
-    assert len(blocks) == 2 * per_interaction
+    assert len(blocks) == 2 * BLOCKS_PER_BRANCH[matcher]
+    for block in blocks:
+        first = block.squeeze.in_features if feature_attention == "fa" else block.reduce.in_channels
+        assert first == model.config.feature_attention_width()
     pointers = {p.data_ptr() for block in blocks for p in block.parameters()}
     assert len(pointers) == sum(len(list(block.parameters())) for block in blocks)
-    plain = create_model("siamese-matcher", backbone="tiny-bert", matcher=matcher, **TINY)
+    plain = create_model("siamese-matcher", backbone="tiny-bert", **TINY_HOSTS[matcher])
     added = sum(p.numel() for block in blocks for p in block.parameters())
     assert model.num_parameters() - plain.num_parameters() == added
 
@@ -204,7 +302,7 @@ def test_tri_collator_rows_without_condition_train_the_model():
 @pytest.mark.parametrize(
     "kwargs, field",
     [
-        ({"matcher": "bimpm"}, "matcher"),
+        ({"matcher": "mvlstm"}, "matcher"),
         ({"feature_attention": "se"}, "feature_attention"),
         ({"feature_attention": "fa", "fa_reduction": 4}, "fa_reduction"),  # 150 // 4 = 37 <= 8.33 ln 128 = 40.4
         ({"feature_attention": "sfa", "sfa_reductions": [8, 1]}, "sfa_reductions"),  # 2 (150 // 8) = 36
@@ -216,6 +314,20 @@ def test_tri_collator_rows_without_condition_train_the_model():
         ({"dropout": 1.5}, "dropout"),
         ({"label_min": 5.0, "label_max": 1.0}, "label_max"),
         ({"num_labels": 0}, "num_labels"),
+        ({"bimpm_perspectives": 0}, "bimpm_perspectives"),
+        ({"highway_layers": 0}, "highway_layers"),
+        ({"cafe_fm_factors": 2.5}, "cafe_fm_factors"),
+        ({"diin_dense_blocks": 0}, "diin_dense_blocks"),
+        ({"diin_dense_layers": -1}, "diin_dense_layers"),
+        ({"diin_growth_rate": 0}, "diin_growth_rate"),
+        ({"diin_first_scale": 0.0}, "diin_first_scale"),
+        ({"diin_transition_scale": 1.5}, "diin_transition_scale"),
+        ({"drcn_layers": 2}, "drcn_layers"),
+        ({"drcn_reconstruction_weight": -0.1}, "drcn_reconstruction_weight"),
+        # block widths follow the host: BiMPM's 8 l = 32 features give an FA bottleneck of 16 <= 40.4
+        ({"matcher": "bimpm", "bimpm_perspectives": 4, "feature_attention": "fa"}, "fa_reduction"),
+        # DRCN's blocks are 2 H = 300 wide: r = 8 gives 37 <= 40.4 (ESIM's 150 // 4 = 37 fails the same way)
+        ({"matcher": "drcn", "feature_attention": "fa", "fa_reduction": 8}, "fa_reduction"),
     ],
 )
 def test_config_rejects_bad_values(kwargs, field):
@@ -261,3 +373,210 @@ def test_left_padding_and_conditions_are_rejected():
     with_condition = encode_tri_inputs(tokenizer, ["A man cycles."], ["A man rides."], ["The place."])
     with pytest.raises(ValueError, match="condition"):
         model(**with_condition)
+
+
+def test_block_width_follows_the_host():
+    """D is the host's interaction-feature width, so the eq. 9 check depends on the matcher."""
+    widths = {"esim": 150, "re2": 150, "bimpm": 160, "cafe": 156, "diin": 150, "drcn": 300}
+    for matcher, width in widths.items():
+        assert SiameseMatcherConfig(matcher=matcher).feature_attention_width() == width
+    # 150 // 4 = 37 fails for ESIM, 300 // 4 = 75 passes for DRCN (floor 40.4 at L = 128)
+    with pytest.raises(ValueError, match="fa_reduction"):
+        SiameseMatcherConfig(matcher="esim", feature_attention="fa", fa_reduction=4)
+    SiameseMatcherConfig(matcher="drcn", feature_attention="fa", fa_reduction=4)
+
+
+def _cos(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return (a @ b) / (a.norm() * b.norm())
+
+
+def test_bimpm_matching_recomputed_from_perspective_weights():
+    """Each of the 8 l matching features of every valid token, from W (8, l, H) and the context states, one scalar at
+    a time: m_k = cos(W_k * v1, W_k * v2) against the last state (full), the max over tokens (max-pooling), the
+    cosine-weighted mean (attentive) and the most similar token (max-attentive), forward and backward."""
+    torch.manual_seed(0)
+    hidden, perspectives = 6, 3
+    matching = MultiPerspectiveMatching(hidden, perspectives)
+    torch.nn.init.uniform_(matching.weight, 0.1, 1.0)
+    h, _ = _features(batch=2, length=5, dim=2 * hidden, seed=1)
+    other, other_mask = _features(batch=2, length=4, dim=2 * hidden, seed=2)
+    lengths = other_mask.sum(1)
+    with torch.no_grad():
+        out = matching(h, other, other_mask, lengths)
+    assert out.shape == (2, 5, 8 * perspectives)
+    weight = matching.weight
+    for row in range(2):
+        q = other[row, : int(lengths[row])]
+        for i in range(5):
+            expected = []
+            for direction in range(2):
+                part = slice(direction * hidden, (direction + 1) * hidden)
+                v, states = h[row, i, part], q[:, part]
+                final = states[-1] if direction == 0 else states[0]
+                alphas = torch.stack([_cos(v, s) for s in states])
+                mean = (alphas[:, None] * states).sum(0) / alphas.sum()
+                chosen = states[int(alphas.argmax())]
+                for strategy in range(4):
+                    w = weight[2 * strategy + direction]
+                    for k in range(perspectives):
+                        if strategy == 0:
+                            value = _cos(w[k] * v, w[k] * final)
+                        elif strategy == 1:
+                            value = max(_cos(w[k] * v, w[k] * s) for s in states)
+                        else:
+                            target = mean if strategy == 2 else chosen
+                            value = _cos(w[k] * v, w[k] * target)
+                        expected.append(value)
+            torch.testing.assert_close(out[row, i], torch.stack(expected), atol=1e-5, rtol=1e-5)
+
+
+def test_cafe_factorization_machine_and_augmented_features_recomputed():
+    """FM(x) = w0 + <w, x> + sum_{i<j} <v_i, v_j> x_i x_j with the explicit double sum; CAFE's augmented word
+    features are [a; FM([a; a~]); FM(a - a~); FM(a * a~); the same three for the intra-attention alignment]."""
+    torch.manual_seed(0)
+    fm = FactorizationMachine(5, 3)
+    x = torch.randn(4, 5)
+    w0, w, v = fm.linear.bias, fm.linear.weight[0], fm.factors.weight  # v: (k, n), column i is v_i
+    with torch.no_grad():
+        out = fm(x)
+        for r in range(4):
+            pairwise = sum(v[:, i] @ v[:, j] * x[r, i] * x[r, j] for i in range(5) for j in range(i + 1, 5))
+            torch.testing.assert_close(out[r], w0[0] + w @ x[r] + pairwise, atol=1e-5, rtol=1e-5)
+
+    model = create_model("siamese-matcher", backbone="tiny-bert", **TINY_HOSTS["cafe"]).eval()
+    cafe = model.matcher
+    a, mask = _features(batch=2, length=5, dim=64, seed=3)
+    aligned = torch.randn(2, 5, 64)
+    with torch.no_grad():
+        out = cafe.augment(a, mask, aligned)
+    assert out.shape == (2, 5, model.config.feature_attention_width())
+    with torch.no_grad():
+        for row in range(2):
+            n = int(mask[row].sum())
+            x, x_aligned = a[row, :n], aligned[row, :n]
+            g = cafe.intra_projection(x)
+            intra = torch.softmax(g @ g.T, -1) @ x
+            expected = [x]
+            for factorization, other in ((cafe.inter_factorization, x_aligned), (cafe.intra_factorization, intra)):
+                expected += [
+                    factorization.concat(torch.cat([x, other], -1))[:, None],
+                    factorization.difference(x - other)[:, None],
+                    factorization.product(x * other)[:, None],
+                ]
+            torch.testing.assert_close(out[row, :n], torch.cat(expected, -1), atol=1e-5, rtol=1e-5)
+
+
+def test_diin_self_attention_fuse_gate_and_interaction_tensor_recomputed():
+    """A_ij = w^T [p_i; p_j; p_i * p_j] + b; p~ = sum_j softmax_j(A_ij) p_j over valid j; out = r * p + f * z with
+    z = tanh(W1 [p; p~]), r = sigmoid(W2 [p; p~]), f = sigmoid(W3 [p; p~]); I_ij = p_i * h_j, zero on padding."""
+    torch.manual_seed(0)
+    config = SiameseMatcherConfig(embedding_size=12, vocab_size=50, **TINY_HOSTS["diin"])
+    encoder = DiinEncoder(config).eval()
+    x, mask = _features(batch=2, length=5, dim=12, seed=4)
+    w, b = encoder.attention.weight[0], encoder.attention.bias[0]
+    with torch.no_grad():
+        out = encoder(x, mask)
+        for row in range(2):
+            n = int(mask[row].sum())
+            p = encoder.highway(x[row, :n])
+            scores = torch.stack(
+                [torch.stack([w @ torch.cat([p[i], p[j], p[i] * p[j]]) + b for j in range(n)]) for i in range(n)]
+            )
+            joint = torch.cat([p, torch.softmax(scores, -1) @ p], -1)
+            z, r, f = (
+                torch.tanh(encoder.fuse_z(joint)),
+                torch.sigmoid(encoder.fuse_r(joint)),
+                torch.sigmoid(encoder.fuse_f(joint)),
+            )
+            torch.testing.assert_close(out[row, :n], r * p + f * z, atol=1e-5, rtol=1e-5)
+    h, mask2 = _features(batch=2, length=4, dim=64, seed=5)
+    p, mask1 = _features(batch=2, length=5, dim=64, seed=6)
+    grid = DiinMatcher.interaction(p, mask1, h, mask2)
+    assert grid.shape == (2, 64, 5, 4)
+    for row in range(2):
+        for i in range(5):
+            for j in range(4):
+                valid = bool(mask1[row, i]) and bool(mask2[row, j])
+                expected = p[row, i] * h[row, j] if valid else torch.zeros(64)
+                torch.testing.assert_close(grid[row, :, i, j], expected, rtol=0, atol=0)
+
+
+def test_diin_dense_extractor_ignores_padding_cells_at_odd_sizes():
+    """The DenseNet output of a 5 x 3 map is the same alone and inside a padded 8 x 7 batch with large garbage in the
+    padding cells (odd sizes exercise the masked 2 x 2 pooling); channels follow eta, growth and theta."""
+    torch.manual_seed(0)
+    config = SiameseMatcherConfig(embedding_size=12, vocab_size=50, **TINY_HOSTS["diin"])
+    extractor = DenseFeatureExtractor(64, config).eval()
+    # 64 * 0.3 -> 19; + 2 * 8 = 35 -> 17; + 16 = 33 -> 16
+    assert extractor.out_channels == 16
+    alone = torch.randn(1, 64, 5, 3)
+    padded = torch.randn(2, 64, 8, 7) * 100
+    padded[0, :, :5, :3] = alone[0]
+    with torch.no_grad():
+        expected = extractor(alone, torch.tensor([5]), torch.tensor([3]))
+        out = extractor(padded, torch.tensor([5, 8]), torch.tensor([3, 7]))
+    torch.testing.assert_close(out[0], expected[0], atol=1e-5, rtol=1e-5)
+
+
+def test_drcn_dense_co_attentive_connection_recomputed():
+    """x_next = [h; a; x], h = BiLSTM(x) on the unpadded sentence, a_i = sum_j softmax_j(cos(h_i, h'_j)) h'_j."""
+    torch.manual_seed(0)
+    layer = DrcnLayer(10, 6, 0.5).eval()
+    x1, mask1 = _features(batch=2, length=5, dim=10, seed=7)
+    x2, mask2 = _features(batch=2, length=4, dim=10, seed=8)
+    with torch.no_grad():
+        out1, out2 = layer(x1, mask1, x2, mask2)
+    assert out1.shape == (2, 5, 10 + 4 * 6) and out2.shape == (2, 4, 10 + 4 * 6)
+    with torch.no_grad():
+        for row in range(2):
+            n1, n2 = int(mask1[row].sum()), int(mask2[row].sum())
+            h1, h2 = layer.rnn(x1[row : row + 1, :n1])[0][0], layer.rnn(x2[row : row + 1, :n2])[0][0]
+            cos = torch.stack([torch.stack([_cos(u, v) for v in h2]) for u in h1])
+            a1, a2 = torch.softmax(cos, 1) @ h2, torch.softmax(cos, 0).T @ h1
+            torch.testing.assert_close(out1[row, :n1], torch.cat([h1, a1, x1[row, :n1]], -1), atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(out2[row, :n2], torch.cat([h2, a2, x2[row, :n2]], -1), atol=1e-5, rtol=1e-5)
+
+
+def test_drcn_autoencoders_and_reconstruction_loss():
+    """Autoencoders follow layers 2 and 4 of 5, compress to 2 H and feed FA there; the training loss is the task loss
+    plus `drcn_reconstruction_weight` times the mean reconstruction error of both branches at both bottlenecks."""
+    tokenizer = load_tokenizer("tiny-bert")
+    batch = encode_tri_inputs(tokenizer, [r["sentence1"] for r in ROWS], [r["sentence2"] for r in ROWS])
+    labels = torch.tensor([0, 1, 2])
+    losses = {}
+    for weight in (0.0, 2.5):
+        set_seed(0)
+        model = create_model(
+            "siamese-matcher",
+            backbone="tiny-bert",
+            num_labels=3,
+            feature_attention="fa",
+            drcn_reconstruction_weight=weight,
+            **TINY_HOSTS["drcn"],
+        ).eval()
+        assert sorted(model.matcher.autoencoders) == ["2", "4"]
+        widths = [ae.encoder.out_features for ae in model.matcher.autoencoders.values()]
+        assert widths == [2 * 32, 2 * 32]
+        with torch.no_grad():
+            losses[weight] = model(**batch, labels=labels).loss
+    e1, e2 = model.embeddings(batch["input_ids"]), model.embeddings(batch["input_ids_2"])
+    mask1, mask2 = batch["attention_mask"], batch["attention_mask_2"]
+    with torch.no_grad():
+        logits, reconstruction = model.matcher(e1, mask1, e2, mask2)
+        # by hand: run the layers, collecting (decoder(relu(encoder(x))) - x)^2 averaged over valid tokens
+        x1, x2, errors = e1, e2, []
+        for index, layer in enumerate(model.matcher.layers, 1):
+            x1, x2 = layer(x1, mask1, x2, mask2)
+            if index in (2, 4):
+                ae = model.matcher.autoencoders[str(index)]
+                codes = []
+                for x, mask in ((x1, mask1), (x2, mask2)):
+                    code = torch.relu(ae.encoder(x))
+                    valid = mask.bool()
+                    errors.append((ae.decoder(code) - x).pow(2).mean(-1)[valid].mean())
+                    codes.append(code)
+                x1, x2 = model.matcher.feature_attention[str(index)](codes[0], mask1, codes[1], mask2)
+    torch.testing.assert_close(reconstruction, torch.stack(errors).mean())
+    task = torch.nn.functional.cross_entropy(logits, labels)
+    torch.testing.assert_close(losses[0.0], task)
+    torch.testing.assert_close(losses[2.5], task + 2.5 * reconstruction)

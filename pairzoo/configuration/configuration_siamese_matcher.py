@@ -1,13 +1,21 @@
-"""Configuration of the lightweight Siamese matchers (ESIM, RE2) with the plug-in feature-attention blocks FA and SFA
-(Zang, Liu: "Modeling Selective Feature Attention for Representation-based Siamese Text Matching")."""
+"""Configuration of the lightweight Siamese matchers (ESIM, RE2, BiMPM, CAFE, DIIN, DRCN) with the plug-in
+feature-attention blocks FA and SFA (Zang, Liu: "Modeling Selective Feature Attention for Representation-based Siamese
+Text Matching")."""
 
 import math
 
-from transformers import PretrainedConfig
+from .common import (
+    BACKBONE_SUB_CONFIG,
+    LabelledConfig,
+    check_choice,
+    check_label_scale,
+    check_range,
+    coerce_backbone_config,
+)
 
-from .common import BACKBONE_SUB_CONFIG, check_choice, check_label_scale, check_range, coerce_backbone_config
-
-MATCHERS = ("esim", "re2")
+MATCHERS = ("esim", "re2", "bimpm", "cafe", "diin", "drcn")
+# CAFE appends one factorization-machine scalar per (alignment, comparison): {inter, intra} x {concat, sub, mul}.
+CAFE_FACTORIZED_FEATURES = 6
 FEATURE_ATTENTIONS = ("none", "fa", "sfa")
 # Eq. 9 of the SFA paper: every bottleneck width must exceed 8.33 log L (natural log, L the sequence length).
 BOTTLENECK_FACTOR = 8.33
@@ -23,18 +31,23 @@ def _check_positive_int(field: str, value) -> None:
         raise ValueError(f"`{field}` must be a positive integer, got {value!r}.")
 
 
-class SiameseMatcherConfig(PretrainedConfig):
+class SiameseMatcherConfig(LabelledConfig):
     r"""
-    Hyper-parameters of [`SiameseMatcherForSequenceClassification`]: a lightweight Siamese text matcher (`esim` or
-    `re2`) on word embeddings, with an optional feature-attention block (`fa` or `sfa`) on both branches after the
-    word-level interaction attention. There is no transformer encoder: the backbone only provides the tokenizer and
-    the initial word-embedding matrix (GloVe is not available offline, so MiniLM's input embeddings replace it).
+    Hyper-parameters of [`SiameseMatcherForSequenceClassification`]: a lightweight Siamese text matcher (`esim`,
+    `re2`, `bimpm`, `cafe`, `diin` or `drcn`) on word embeddings, with an optional feature-attention block (`fa` or
+    `sfa`) on both branches after the word-level interaction stage. There is no transformer encoder: the backbone only
+    provides the tokenizer and the initial word-embedding matrix (GloVe is not available offline, so MiniLM's input
+    embeddings replace it).
 
-    Both blocks act on the `hidden_size`-wide token features that leave the interaction stage: ESIM's projected
-    local-inference features F([a; a~; a - a~; a * a~]) that enter the composition BiLSTM, and the fusion output of
-    every RE2 block. Writing D = `hidden_size` and L = `max_sequence_length`, the bottleneck rule of the paper (eq. 9)
-    asks that each bottleneck width exceeds 8.33 ln L: D // r for FA, and 2 (D // r1) and 2 (D // r1) // r2 for SFA;
-    it is checked here for the block in use.
+    Both blocks act on the token features that leave the interaction stage, D = `feature_attention_width()` wide:
+    ESIM's projected local-inference features F([a; a~; a - a~; a * a~]) that enter the composition BiLSTM (D =
+    `hidden_size`); the fusion output of every RE2 block (D = `hidden_size`); BiMPM's multi-perspective matching
+    vectors that enter the aggregation BiLSTM (D = 8 `bimpm_perspectives`: 4 strategies x 2 LSTM directions); CAFE's
+    factorization-augmented word features that enter its LSTM (D = `hidden_size` + 6); DIIN's self-attended, fuse-gated
+    encodings that form the interaction tensor (D = `hidden_size`); and the output of each of DRCN's autoencoder
+    bottlenecks (D = 2 `hidden_size`, two per branch with the default five layers). Writing L =
+    `max_sequence_length`, the bottleneck rule of the paper (eq. 9) asks that each bottleneck width exceeds 8.33 ln L:
+    D // r for FA, and 2 (D // r1) and 2 (D // r1) // r2 for SFA; it is checked here for the block in use.
 
     Args:
         backbone_config (`PretrainedConfig` or `dict`, *optional*, defaults to `None`):
@@ -42,7 +55,8 @@ class SiameseMatcherConfig(PretrainedConfig):
             `hidden_size` are read, as defaults of `vocab_size` and `embedding_size`). Stored so that
             `from_pretrained(dir)` and the model card know the tokenizer family.
         matcher (`str`, *optional*, defaults to `"esim"`):
-            Host network: `"esim"` (Chen et al. 2017) or `"re2"` (Yang et al. 2019).
+            Host network: `"esim"` (Chen et al. 2017), `"re2"` (Yang et al. 2019), `"bimpm"` (Wang et al. 2017),
+            `"cafe"` (Tay et al. 2018), `"diin"` (Gong et al. 2018) or `"drcn"` (Kim et al. 2019).
         feature_attention (`str`, *optional*, defaults to `"none"`):
             Block after the interaction attention: `"none"`, `"fa"` (feature attention, squeeze-excitation over
             features) or `"sfa"` (selective feature attention over stacked BiGRU branches).
@@ -58,8 +72,10 @@ class SiameseMatcherConfig(PretrainedConfig):
             (the training CLI's default `--max_length` is 128). Not named `max_length`, which transformers reserves
             for generation.
         hidden_size (`int`, *optional*, defaults to 150):
-            Width of the matcher's hidden layers (ESIM: LSTM units per direction and the projection; RE2: encoder,
-            alignment, fusion and prediction width) and D of the feature-attention blocks.
+            Width of the matcher's hidden layers: ESIM: LSTM units per direction and the projection; RE2: encoder,
+            alignment, fusion and prediction width; BiMPM: context and aggregation LSTM units per direction; CAFE:
+            highway width and LSTM units; DIIN: highway width; DRCN: LSTM units per direction (the autoencoders
+            compress to 2 `hidden_size`).
         embedding_size (`int`, *optional*, defaults to `None`):
             Word-embedding width; `None` uses `backbone_config.hidden_size` (384 for MiniLM, whose input embedding
             matrix then initialises the embeddings).
@@ -76,6 +92,30 @@ class SiameseMatcherConfig(PretrainedConfig):
             Convolution layers of each RE2 encoder.
         re2_kernel_size (`int`, *optional*, defaults to 3):
             Kernel size of the RE2 encoder convolutions (odd, so lengths are kept).
+        bimpm_perspectives (`int`, *optional*, defaults to 20):
+            l, BiMPM's number of perspectives (the paper's 20): each of the 8 matching functions (4 strategies x 2
+            directions) has its own l x `hidden_size` weight W.
+        highway_layers (`int`, *optional*, defaults to 2):
+            Highway layers of CAFE's input encoder and of its prediction layer, and of DIIN's encoding layer (two in
+            both papers).
+        cafe_fm_factors (`int`, *optional*, defaults to 10):
+            k, the latent factor size of CAFE's factorization machines (the paper's 10).
+        diin_dense_blocks (`int`, *optional*, defaults to 3):
+            Dense blocks of DIIN's DenseNet feature extractor (the paper's 3), each followed by a transition layer.
+        diin_dense_layers (`int`, *optional*, defaults to 4):
+            3 x 3 convolution layers per dense block (the paper uses 8; 4 keeps the default light on CPU).
+        diin_growth_rate (`int`, *optional*, defaults to 20):
+            Feature maps each dense layer adds (the paper's 20).
+        diin_first_scale (`float`, *optional*, defaults to 0.3):
+            eta, the ratio by which DIIN's first 1 x 1 convolution scales the interaction tensor's channels.
+        diin_transition_scale (`float`, *optional*, defaults to 0.5):
+            theta, the channel compression ratio of DIIN's transition layers.
+        drcn_layers (`int`, *optional*, defaults to 5):
+            Densely connected co-attentive BiLSTM layers of DRCN (the paper's 5); an autoencoder follows every second
+            layer below the top one (layers 2 and 4 of 5), so at least 3 are needed.
+        drcn_reconstruction_weight (`float`, *optional*, defaults to 1.0):
+            Weight of DRCN's autoencoder reconstruction loss (mean squared error on valid tokens), added to the task
+            loss when labels are given.
         label_min (`float`, *optional*, defaults to 1.0):
             Lowest label of the regression scale. Labels are mapped to [0, 1] by `(y - label_min) / (label_max -
             label_min)` for the MSE loss and predictions are mapped back (as the cross-encoder does).
@@ -105,6 +145,16 @@ class SiameseMatcherConfig(PretrainedConfig):
         re2_blocks: int = 2,
         re2_encoder_layers: int = 2,
         re2_kernel_size: int = 3,
+        bimpm_perspectives: int = 20,
+        highway_layers: int = 2,
+        cafe_fm_factors: int = 10,
+        diin_dense_blocks: int = 3,
+        diin_dense_layers: int = 4,
+        diin_growth_rate: int = 20,
+        diin_first_scale: float = 0.3,
+        diin_transition_scale: float = 0.5,
+        drcn_layers: int = 5,
+        drcn_reconstruction_weight: float = 1.0,
         label_min: float = 1.0,
         label_max: float = 5.0,
         **kwargs,
@@ -120,8 +170,22 @@ class SiameseMatcherConfig(PretrainedConfig):
             ("re2_blocks", re2_blocks),
             ("re2_encoder_layers", re2_encoder_layers),
             ("re2_kernel_size", re2_kernel_size),
+            ("bimpm_perspectives", bimpm_perspectives),
+            ("highway_layers", highway_layers),
+            ("cafe_fm_factors", cafe_fm_factors),
+            ("diin_dense_blocks", diin_dense_blocks),
+            ("diin_dense_layers", diin_dense_layers),
+            ("diin_growth_rate", diin_growth_rate),
+            ("drcn_layers", drcn_layers),
         ):
             _check_positive_int(field, value)
+        for field, value in (("diin_first_scale", diin_first_scale), ("diin_transition_scale", diin_transition_scale)):
+            check_range(field, value, 0.0, 1.0)
+            if value == 0:
+                raise ValueError(f"`{field}` must be in (0, 1], got {value!r}.")
+        if drcn_layers < 3:
+            raise ValueError(f"`drcn_layers` must be at least 3 (an autoencoder follows layer 2), got {drcn_layers}.")
+        check_range("drcn_reconstruction_weight", drcn_reconstruction_weight, 0.0)
         if max_sequence_length < 2:
             raise ValueError(f"`max_sequence_length` must be at least 2, got {max_sequence_length}.")
         if re2_kernel_size % 2 == 0:
@@ -159,25 +223,39 @@ class SiameseMatcherConfig(PretrainedConfig):
         self.re2_blocks = re2_blocks
         self.re2_encoder_layers = re2_encoder_layers
         self.re2_kernel_size = re2_kernel_size
+        self.bimpm_perspectives = bimpm_perspectives
+        self.highway_layers = highway_layers
+        self.cafe_fm_factors = cafe_fm_factors
+        self.diin_dense_blocks = diin_dense_blocks
+        self.diin_dense_layers = diin_dense_layers
+        self.diin_growth_rate = diin_growth_rate
+        self.diin_first_scale = float(diin_first_scale)
+        self.diin_transition_scale = float(diin_transition_scale)
+        self.drcn_layers = drcn_layers
+        self.drcn_reconstruction_weight = float(drcn_reconstruction_weight)
         self.label_min = float(label_min)
         self.label_max = float(label_max)
         self._check_bottlenecks()
         super().__init__(**kwargs)
 
-    def to_diff_dict(self) -> dict:
-        """The base diff drops `id2label` when it equals transformers' two-label default, and a reload would then fall
-        back to regression (`num_labels` 1); keep the labels explicitly."""
-        diff = super().to_diff_dict()
-        diff.setdefault("id2label", {str(i): label for i, label in self.id2label.items()})
-        return diff
+    def feature_attention_width(self) -> int:
+        """D, the width of the interaction-stage token features the FA/SFA blocks of `matcher` act on."""
+        if self.matcher == "bimpm":
+            return 8 * self.bimpm_perspectives
+        if self.matcher == "cafe":
+            return self.hidden_size + CAFE_FACTORIZED_FEATURES
+        if self.matcher == "drcn":
+            return 2 * self.hidden_size
+        return self.hidden_size
 
     def bottleneck_widths(self) -> dict[str, int]:
         """The bottleneck widths of the block in use, keyed by the field that sets each (empty for `none`)."""
+        width = self.feature_attention_width()
         if self.feature_attention == "fa":
-            return {"fa_reduction": self.hidden_size // self.fa_reduction}
+            return {"fa_reduction": width // self.fa_reduction}
         if self.feature_attention == "sfa":
             r1, r2 = self.sfa_reductions
-            branch = 2 * (self.hidden_size // r1)
+            branch = 2 * (width // r1)
             return {"sfa_reductions[0] (r1)": branch, "sfa_reductions[1] (r2)": branch // r2}
         return {}
 
@@ -186,10 +264,11 @@ class SiameseMatcherConfig(PretrainedConfig):
         for field, width in self.bottleneck_widths().items():
             if width <= floor:
                 raise ValueError(
-                    f"`{field}` gives a bottleneck of {width} features for hidden_size={self.hidden_size}, but the "
-                    f"bottleneck rule (SFA paper eq. 9) needs more than 8.33 ln(max_sequence_length) = {floor:.1f} "
-                    f"for max_sequence_length={self.max_sequence_length}; lower the reduction, raise `hidden_size` or "
-                    "lower `max_sequence_length`."
+                    f"`{field}` gives a bottleneck of {width} features for the {self.matcher} block width "
+                    f"{self.feature_attention_width()} (hidden_size={self.hidden_size}), but the bottleneck rule (SFA "
+                    f"paper eq. 9) needs more than 8.33 ln(max_sequence_length) = {floor:.1f} for "
+                    f"max_sequence_length={self.max_sequence_length}; lower the reduction, widen the features "
+                    "(`hidden_size`, or `bimpm_perspectives` for BiMPM) or lower `max_sequence_length`."
                 )
 
 

@@ -1,15 +1,22 @@
 """Lightweight Siamese text matchers with plug-in feature-attention blocks.
 
 FA and SFA follow Zang, Liu: "Modeling Selective Feature Attention for Representation-based Siamese Text Matching"
-(sections 2.2 and 3.2); the host networks are ESIM (Chen et al. 2017, "Enhanced LSTM for Natural Language Inference")
-and RE2 (Yang et al. 2019, "Simple and Effective Text Matching with Richer Alignment Features"). The blocks map
-(B, L, D) features and a (B, L) mask to (B, L) features of the same shape, so any Siamese matcher with word-level
-interaction (BiMPM, CAFE, DIIN, DRCN) can take them. They sit after the interaction attention on both branches, with
-unshared parameters (the paper's Fig. 1). The reference code (hggzjx/SFA) builds its blocks inside `forward` and never
-calls SFA; this implementation follows the paper's equations instead.
+(sections 2.2 and 3.2). The host networks are the six of that paper: ESIM (Chen et al. 2017, "Enhanced LSTM for
+Natural Language Inference"), RE2 (Yang et al. 2019, "Simple and Effective Text Matching with Richer Alignment
+Features"), BiMPM (Wang et al. 2017, "Bilateral Multi-Perspective Matching for Natural Language Sentences"), CAFE (Tay
+et al. 2018, "Compare, Compress and Propagate: Enhancing Neural Architectures with Alignment Factorization for Natural
+Language Inference"), DIIN (Gong et al. 2018, "Natural Language Inference over Interaction Space") and DRCN (Kim et al.
+2019, "Semantic Sentence Matching with Densely-connected Recurrent and Co-attentive Information"). The blocks map
+(B, L, D) features and a (B, L) mask to (B, L, D) features of the same shape. They sit after each host's word-level
+interaction stage on both branches, with unshared parameters (the paper's Fig. 1): on ESIM's projected enhancement,
+on every RE2 block's fusion output, on BiMPM's matching vectors, on CAFE's factorization-augmented word features, on
+DIIN's self-attended encodings (before the interaction tensor joins the branches) and on the output of each of DRCN's
+two autoencoders. The reference code (hggzjx/SFA) builds its blocks inside `forward` and never calls SFA; this
+implementation follows the paper's equations instead.
 
 There is no transformer encoder: word embeddings are initialised from MiniLM's input embedding matrix (GloVe, which
-the hosts' papers use, is not available offline) and each sentence is tokenised alone (`input_format = "tri"`).
+the hosts' papers use, is not available offline), and the hosts' character, part-of-speech and exact-match input
+features are left out; each sentence is tokenised alone (`input_format = "tri"`).
 """
 
 import math
@@ -142,11 +149,13 @@ class SelectiveFeatureAttention(nn.Module):
 
 
 def build_feature_attention(config: SiameseMatcherConfig) -> "nn.Module | None":
-    """The block `config.feature_attention` names, on `config.hidden_size` features (None for `none`)."""
+    """The block `config.feature_attention` names, on `config.feature_attention_width()` features (None for
+    `none`)."""
+    width = config.feature_attention_width()
     if config.feature_attention == "fa":
-        return FeatureAttention(config.hidden_size, config.fa_reduction)
+        return FeatureAttention(width, config.fa_reduction)
     if config.feature_attention == "sfa":
-        return SelectiveFeatureAttention(config.hidden_size, config.sfa_branches, config.sfa_reductions)
+        return SelectiveFeatureAttention(width, config.sfa_branches, config.sfa_reductions)
     return None
 
 
@@ -166,15 +175,94 @@ class FeatureAttentionPair(nn.Module):
         return self.first(x1, mask1), self.second(x2, mask2)
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# Pieces shared by the host networks.
+
+
+def pair_mask(mask_a: torch.Tensor, mask_b: torch.Tensor) -> torch.Tensor:
+    """(B, La), (B, Lb) -> (B, La, Lb) boolean: True where both tokens are valid."""
+    return mask_a.bool().unsqueeze(2) & mask_b.bool().unsqueeze(1)
+
+
 def cross_align(
     a: torch.Tensor, b: torch.Tensor, mask_a: torch.Tensor, mask_b: torch.Tensor, scores: torch.Tensor
 ) -> "tuple[torch.Tensor, torch.Tensor]":
     """Soft alignment of two sentences from their (B, La, Lb) interaction scores: each token of `a` attends over the
     valid tokens of `b` and vice versa. Returns the aligned (B, La, d_b) and (B, Lb, d_a) features."""
-    pair_mask = mask_a.bool().unsqueeze(2) & mask_b.bool().unsqueeze(1)
-    aligned_a = masked_softmax(scores, pair_mask, dim=2) @ b
-    aligned_b = masked_softmax(scores, pair_mask, dim=1).transpose(1, 2) @ a
+    valid = pair_mask(mask_a, mask_b)
+    aligned_a = masked_softmax(scores, valid, dim=2) @ b
+    aligned_b = masked_softmax(scores, valid, dim=1).transpose(1, 2) @ a
     return aligned_a, aligned_b
+
+
+def self_align(x: torch.Tensor, mask: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+    """Intra-sentence soft alignment: token i of `x` (B, L, d) attends over the valid tokens j of its own sentence
+    with softmax_j of the (B, L, L) `scores`. Returns (B, L, d)."""
+    return masked_softmax(scores, mask.bool().unsqueeze(1), dim=2) @ x
+
+
+def cosine_scores(a: torch.Tensor, b: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """(B, La, d), (B, Lb, d) -> (B, La, Lb) cosine similarities (zero for a zero vector)."""
+    a = a / a.norm(dim=-1, keepdim=True).clamp_min(eps)
+    b = b / b.norm(dim=-1, keepdim=True).clamp_min(eps)
+    return a @ b.transpose(1, 2)
+
+
+def compare_features(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """The heuristic comparison [a; b; a - b; a * b] along the last axis (4x the width)."""
+    return torch.cat([a, b, a - b, a * b], -1)
+
+
+def mean_max_pool(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """(B, L, D), (B, L) -> (B, 2D): [mean; max] over valid tokens."""
+    return torch.cat([masked_mean(x, mask), masked_max(x, mask)], -1)
+
+
+def bidirectional_ends(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """(B, L, 2H) BiRNN outputs -> (B, 2H): the forward state at each row's last valid token and the backward state at
+    the first token, i.e. each direction's final state."""
+    half = x.shape[-1] // 2
+    last = x[torch.arange(x.shape[0], device=x.device), lengths - 1, :half]
+    return torch.cat([last, x[:, 0, half:]], -1)
+
+
+def prediction_mlp(in_dim: int, hidden: int, num_labels: int, activation: nn.Module, dropout: float) -> nn.Sequential:
+    """The two-layer prediction network: dropout, linear, activation, dropout, linear to the class scores."""
+    return nn.Sequential(
+        nn.Dropout(dropout), nn.Linear(in_dim, hidden), activation, nn.Dropout(dropout), nn.Linear(hidden, num_labels)
+    )
+
+
+class Highway(nn.Module):
+    """One highway layer (Srivastava et al. 2015): y = t * relu(W_h x) + (1 - t) * x with the gate
+    t = sigmoid(W_t x)."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.transform = nn.Linear(dim, dim)
+        self.gate = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate = torch.sigmoid(self.gate(x))
+        return gate * torch.relu(self.transform(x)) + (1 - gate) * x
+
+
+class HighwayEncoder(nn.Module):
+    """A linear projection to `dim` (the papers' highway networks keep the input width; here word embeddings and
+    hidden layers differ in width) followed by `layers` highway layers, applied to every position alike."""
+
+    def __init__(self, in_dim: int, dim: int, layers: int) -> None:
+        super().__init__()
+        self.projection = nn.Linear(in_dim, dim)
+        self.layers = nn.Sequential(*(Highway(dim) for _ in range(layers)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layers(self.projection(x))
+
+
+# A host maps embedded sentences (B, L1, E), (B, L2, E) and their masks to class scores (B, num_labels) and an
+# auxiliary loss to add to the task loss (DRCN's autoencoder reconstruction; None for the others).
+MatcherOutput = tuple[torch.Tensor, "torch.Tensor | None"]
 
 
 class EsimMatcher(nn.Module):
@@ -189,27 +277,19 @@ class EsimMatcher(nn.Module):
         self.projection = nn.Sequential(nn.Linear(8 * hidden, hidden), nn.ReLU())
         self.feature_attention = FeatureAttentionPair(config)
         self.composition = nn.LSTM(hidden, hidden, batch_first=True, bidirectional=True)
-        self.classifier = nn.Sequential(
-            nn.Dropout(config.dropout),
-            nn.Linear(8 * hidden, hidden),
-            nn.Tanh(),
-            nn.Dropout(config.dropout),
-            nn.Linear(hidden, config.num_labels),
-        )
+        self.classifier = prediction_mlp(8 * hidden, hidden, config.num_labels, nn.Tanh(), config.dropout)
 
-    def forward(self, e1: torch.Tensor, mask1: torch.Tensor, e2: torch.Tensor, mask2: torch.Tensor) -> torch.Tensor:
-        """Embedded sentences (B, L1, E), (B, L2, E) and masks -> class scores (B, num_labels)."""
+    def forward(self, e1: torch.Tensor, mask1: torch.Tensor, e2: torch.Tensor, mask2: torch.Tensor) -> MatcherOutput:
         len1, len2 = mask1.sum(1), mask2.sum(1)
         a = run_rnn(self.encoder, self.dropout(e1), len1)
         b = run_rnn(self.encoder, self.dropout(e2), len2)
         aligned_a, aligned_b = cross_align(a, b, mask1, mask2, a @ b.transpose(1, 2))
-        m_a = self.projection(self.dropout(torch.cat([a, aligned_a, a - aligned_a, a * aligned_a], -1)))
-        m_b = self.projection(self.dropout(torch.cat([b, aligned_b, b - aligned_b, b * aligned_b], -1)))
+        m_a = self.projection(self.dropout(compare_features(a, aligned_a)))
+        m_b = self.projection(self.dropout(compare_features(b, aligned_b)))
         m_a, m_b = self.feature_attention(m_a, mask1, m_b, mask2)
         v_a = run_rnn(self.composition, self.dropout(m_a), len1)
         v_b = run_rnn(self.composition, self.dropout(m_b), len2)
-        pooled = [masked_mean(v_a, mask1), masked_max(v_a, mask1), masked_mean(v_b, mask2), masked_max(v_b, mask2)]
-        return self.classifier(torch.cat(pooled, -1))
+        return self.classifier(torch.cat([mean_max_pool(v_a, mask1), mean_max_pool(v_b, mask2)], -1)), None
 
 
 class Re2Encoder(nn.Module):
@@ -281,16 +361,9 @@ class Re2Matcher(nn.Module):
         self.blocks = nn.ModuleList(
             Re2Block(embed if k == 0 else hidden + embed, config) for k in range(config.re2_blocks)
         )
-        self.classifier = nn.Sequential(
-            nn.Dropout(config.dropout),
-            nn.Linear(4 * hidden, hidden),
-            nn.GELU(),
-            nn.Dropout(config.dropout),
-            nn.Linear(hidden, config.num_labels),
-        )
+        self.classifier = prediction_mlp(4 * hidden, hidden, config.num_labels, nn.GELU(), config.dropout)
 
-    def forward(self, e1: torch.Tensor, mask1: torch.Tensor, e2: torch.Tensor, mask2: torch.Tensor) -> torch.Tensor:
-        """Embedded sentences (B, L1, E), (B, L2, E) and masks -> class scores (B, num_labels)."""
+    def forward(self, e1: torch.Tensor, mask1: torch.Tensor, e2: torch.Tensor, mask2: torch.Tensor) -> MatcherOutput:
         e1, e2 = self.dropout(e1), self.dropout(e2)
         x1, x2 = e1, e2
         previous1 = previous2 = None
@@ -301,10 +374,371 @@ class Re2Matcher(nn.Module):
             previous1, previous2 = o1, o2
             x1, x2 = torch.cat([o1, e1], -1), torch.cat([o2, e2], -1)
         v1, v2 = masked_max(previous1, mask1), masked_max(previous2, mask2)
-        return self.classifier(torch.cat([v1, v2, v1 - v2, v1 * v2], -1))
+        return self.classifier(compare_features(v1, v2)), None
 
 
-_MATCHERS = {"esim": EsimMatcher, "re2": Re2Matcher}
+def multi_perspective_cosine(
+    v1: torch.Tensor, v2: torch.Tensor, weight: torch.Tensor, eps: float = 1e-8
+) -> torch.Tensor:
+    """BiMPM's f_m: m_k = cos(W_k * v1, W_k * v2) for each perspective k. (..., d), (..., d), (l, d) -> (..., l)."""
+    a, b = v1.unsqueeze(-2) * weight, v2.unsqueeze(-2) * weight
+    return (a * b).sum(-1) / (a.norm(dim=-1).clamp_min(eps) * b.norm(dim=-1).clamp_min(eps))
+
+
+def multi_perspective_cosine_pairs(
+    v1: torch.Tensor, v2: torch.Tensor, weight: torch.Tensor, eps: float = 1e-8
+) -> torch.Tensor:
+    """f_m for every pair of positions without materialising (B, L1, L2, l, d): (B, L1, d), (B, L2, d), (l, d) ->
+    (B, L1, L2, l)."""
+    a = v1.unsqueeze(1) * weight[None, :, None, :]  # (B, l, L1, d)
+    b = v2.unsqueeze(1) * weight[None, :, None, :]  # (B, l, L2, d)
+    norms = a.norm(dim=-1).clamp_min(eps).unsqueeze(-1) * b.norm(dim=-1).clamp_min(eps).unsqueeze(-2)
+    return (a @ b.transpose(-1, -2) / norms).permute(0, 2, 3, 1)
+
+
+class MultiPerspectiveMatching(nn.Module):
+    """BiMPM's matching layer: every time step of one sentence against all time steps of the other, with the four
+    strategies, each on the forward and on the backward context states with its own perspective weight W (l x H):
+
+    full           m = f_m(h_i, h_last)          h_last: the other sentence's final state of that direction
+    max-pooling    m = max_j f_m(h_i, h_j)       elementwise over perspectives and valid j
+    attentive      m = f_m(h_i, sum_j a_ij h_j / sum_j a_ij), a_ij = cos(h_i, h_j)
+    max-attentive  m = f_m(h_i, h_j*), j* = argmax_j a_ij
+
+    The eight weights are shared by the two matching directions (P against Q and Q against P). The attentive mean
+    divides by the sum of cosines as in the paper; a sum within 1e-6 of zero is replaced by 1e-6.
+    """
+
+    STRATEGIES = ("full", "max-pooling", "attentive", "max-attentive")
+
+    def __init__(self, hidden: int, perspectives: int) -> None:
+        super().__init__()
+        # weight[2 * s + d]: strategy s (STRATEGIES order), LSTM direction d (0 forward, 1 backward)
+        self.weight = nn.Parameter(torch.empty(2 * len(self.STRATEGIES), perspectives, hidden))
+
+    def forward(
+        self, h: torch.Tensor, other: torch.Tensor, other_mask: torch.Tensor, other_lengths: torch.Tensor
+    ) -> torch.Tensor:
+        """Context states (B, L, 2H) of one sentence and (B, L', 2H) of the other -> matching vectors (B, L, 8l),
+        ordered [forward: full, max-pooling, attentive, max-attentive; backward: the same]."""
+        hidden = h.shape[-1] // 2
+        ends = bidirectional_ends(other, other_lengths)
+        valid = other_mask.bool().unsqueeze(1)  # (B, 1, L')
+        vectors = []
+        for direction in range(2):
+            part = slice(direction * hidden, (direction + 1) * hidden)
+            v, w, final = h[..., part], other[..., part], ends[:, part]
+            weight = self.weight[direction::2]
+            pairs = multi_perspective_cosine_pairs(v, w, weight[1])
+            scores = cosine_scores(v, w) * valid
+            total = scores.sum(-1, keepdim=True)
+            total = torch.where(total.abs() < 1e-6, torch.full_like(total, 1e-6), total)
+            best = scores.masked_fill(~valid, -2.0).argmax(-1)  # cosines are >= -1
+            chosen = w.gather(1, best.unsqueeze(-1).expand(-1, -1, hidden))
+            vectors += [
+                multi_perspective_cosine(v, final.unsqueeze(1), weight[0]),
+                pairs.masked_fill(~valid.unsqueeze(-1), -2.0).amax(2),
+                multi_perspective_cosine(v, scores @ w / total, weight[2]),
+                multi_perspective_cosine(v, chosen, weight[3]),
+            ]
+        return torch.cat(vectors, -1)
+
+
+class BimpmMatcher(nn.Module):
+    """BiMPM: shared BiLSTM context layer, bilateral multi-perspective matching (P against Q and Q against P),
+    feature attention on the matching vectors, shared BiLSTM aggregation, the four final states (both directions,
+    both sentences) into a two-layer tanh prediction network. Word embeddings only (no character LSTM)."""
+
+    def __init__(self, config: SiameseMatcherConfig) -> None:
+        super().__init__()
+        hidden, width = config.hidden_size, 8 * config.bimpm_perspectives
+        self.dropout = nn.Dropout(config.dropout)
+        self.context = nn.LSTM(config.embedding_size, hidden, batch_first=True, bidirectional=True)
+        self.matching = MultiPerspectiveMatching(hidden, config.bimpm_perspectives)
+        self.feature_attention = FeatureAttentionPair(config)
+        self.aggregation = nn.LSTM(width, hidden, batch_first=True, bidirectional=True)
+        self.classifier = prediction_mlp(4 * hidden, 2 * hidden, config.num_labels, nn.Tanh(), config.dropout)
+
+    def forward(self, e1: torch.Tensor, mask1: torch.Tensor, e2: torch.Tensor, mask2: torch.Tensor) -> MatcherOutput:
+        len1, len2 = mask1.sum(1), mask2.sum(1)
+        c1 = self.dropout(run_rnn(self.context, self.dropout(e1), len1))
+        c2 = self.dropout(run_rnn(self.context, self.dropout(e2), len2))
+        m1, m2 = self.matching(c1, c2, mask2, len2), self.matching(c2, c1, mask1, len1)
+        m1, m2 = self.feature_attention(m1, mask1, m2, mask2)
+        a1 = run_rnn(self.aggregation, self.dropout(m1), len1)
+        a2 = run_rnn(self.aggregation, self.dropout(m2), len2)
+        return self.classifier(torch.cat([bidirectional_ends(a1, len1), bidirectional_ends(a2, len2)], -1)), None
+
+
+class FactorizationMachine(nn.Module):
+    """A factorization machine (Rendle 2010) compressing a feature vector to a scalar:
+    FM(x) = w0 + <w, x> + sum_{i<j} <v_i, v_j> x_i x_j, with the pairwise term computed in O(n k) as
+    1/2 sum_f [(sum_i v_if x_i)^2 - sum_i v_if^2 x_i^2]. The factors v_i are the columns of `factors.weight`."""
+
+    def __init__(self, in_dim: int, factors: int) -> None:
+        super().__init__()
+        self.linear = nn.Linear(in_dim, 1)
+        self.factors = nn.Linear(in_dim, factors, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(..., n) -> (...)."""
+        pairwise = 0.5 * (self.factors(x).pow(2) - x.pow(2) @ self.factors.weight.pow(2).T).sum(-1)
+        return self.linear(x).squeeze(-1) + pairwise
+
+
+class AlignmentFactorization(nn.Module):
+    """CAFE's compression of one alignment (x, x~): FM([x; x~]), FM(x - x~), FM(x * x~), one FM each -> (B, L, 3)."""
+
+    def __init__(self, dim: int, factors: int) -> None:
+        super().__init__()
+        self.concat = FactorizationMachine(2 * dim, factors)
+        self.difference = FactorizationMachine(dim, factors)
+        self.product = FactorizationMachine(dim, factors)
+
+    def forward(self, x: torch.Tensor, aligned: torch.Tensor) -> torch.Tensor:
+        return torch.stack(
+            [self.concat(torch.cat([x, aligned], -1)), self.difference(x - aligned), self.product(x * aligned)], -1
+        )
+
+
+class CafeMatcher(nn.Module):
+    """CAFE: highway input encoder; inter-attention (co-attention e_ij = F(a_i) . F(b_j)) and intra-attention
+    (f_ij = G(a_i) . G(a_j) within a sentence), F and G one ReLU layer each; each alignment factorized into three FM
+    scalars appended to the word features ([a; 6 scalars]); feature attention on the augmented features; an LSTM
+    encoder; mean-max pooling; [h1; h2; h1 - h2; h1 * h2] through highway prediction layers and a linear output.
+    All layers are shared by the two sentences."""
+
+    def __init__(self, config: SiameseMatcherConfig) -> None:
+        super().__init__()
+        hidden = config.hidden_size
+        self.dropout = nn.Dropout(config.dropout)
+        self.encoder = HighwayEncoder(config.embedding_size, hidden, config.highway_layers)
+        self.inter_projection = nn.Sequential(nn.Linear(hidden, hidden), nn.ReLU())
+        self.intra_projection = nn.Sequential(nn.Linear(hidden, hidden), nn.ReLU())
+        self.inter_factorization = AlignmentFactorization(hidden, config.cafe_fm_factors)
+        self.intra_factorization = AlignmentFactorization(hidden, config.cafe_fm_factors)
+        self.feature_attention = FeatureAttentionPair(config)
+        self.lstm = nn.LSTM(config.feature_attention_width(), hidden, batch_first=True)
+        self.prediction = HighwayEncoder(8 * hidden, hidden, config.highway_layers)
+        self.classifier = nn.Sequential(nn.Dropout(config.dropout), nn.Linear(hidden, config.num_labels))
+
+    def augment(self, x: torch.Tensor, mask: torch.Tensor, aligned: torch.Tensor) -> torch.Tensor:
+        """[x; inter FMs; intra FMs] (B, L, H + 6) for a sentence `x` and its inter-aligned counterpart."""
+        projected = self.intra_projection(x)
+        intra = self_align(x, mask, projected @ projected.transpose(1, 2))
+        return torch.cat([x, self.inter_factorization(x, aligned), self.intra_factorization(x, intra)], -1)
+
+    def forward(self, e1: torch.Tensor, mask1: torch.Tensor, e2: torch.Tensor, mask2: torch.Tensor) -> MatcherOutput:
+        a, b = self.encoder(self.dropout(e1)), self.encoder(self.dropout(e2))
+        fa, fb = self.inter_projection(a), self.inter_projection(b)
+        aligned_a, aligned_b = cross_align(a, b, mask1, mask2, fa @ fb.transpose(1, 2))
+        u1, u2 = self.feature_attention(
+            self.augment(a, mask1, aligned_a), mask1, self.augment(b, mask2, aligned_b), mask2
+        )
+        h1 = mean_max_pool(run_rnn(self.lstm, self.dropout(u1), mask1.sum(1)), mask1)
+        h2 = mean_max_pool(run_rnn(self.lstm, self.dropout(u2), mask2.sum(1)), mask2)
+        return self.classifier(self.prediction(self.dropout(compare_features(h1, h2)))), None
+
+
+class DiinEncoder(nn.Module):
+    """DIIN's encoding layer for one sentence: highway network, self-attention A_ij = w^T [p_i; p_j; p_i * p_j] + b
+    (softmax over valid j), and the fuse gate
+    z = tanh(W1 [p; p~]), r = sigmoid(W2 [p; p~]), f = sigmoid(W3 [p; p~]), out = r * p + f * z."""
+
+    def __init__(self, config: SiameseMatcherConfig) -> None:
+        super().__init__()
+        hidden = config.hidden_size
+        self.highway = HighwayEncoder(config.embedding_size, hidden, config.highway_layers)
+        self.attention = nn.Linear(3 * hidden, 1)
+        self.fuse_z = nn.Linear(2 * hidden, hidden)
+        self.fuse_r = nn.Linear(2 * hidden, hidden)
+        self.fuse_f = nn.Linear(2 * hidden, hidden)
+
+    def attention_scores(self, p: torch.Tensor) -> torch.Tensor:
+        """(B, L, H) -> A (B, L, L), computed without materialising the (B, L, L, 3H) pair features."""
+        w_i, w_j, w_ij = self.attention.weight[0].chunk(3)
+        return (p @ w_i).unsqueeze(2) + (p @ w_j).unsqueeze(1) + (p * w_ij) @ p.transpose(1, 2) + self.attention.bias
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        p = self.highway(x)
+        joint = torch.cat([p, self_align(p, mask, self.attention_scores(p))], -1)
+        gate_r, gate_f = torch.sigmoid(self.fuse_r(joint)), torch.sigmoid(self.fuse_f(joint))
+        return gate_r * p + gate_f * torch.tanh(self.fuse_z(joint))
+
+
+def masked_max_pool_2x2(
+    x: torch.Tensor, len1: torch.Tensor, len2: torch.Tensor
+) -> "tuple[torch.Tensor, torch.Tensor, torch.Tensor]":
+    """2 x 2 max pooling (stride 2) of (B, C, L1, L2) maps over valid cells only: odd sizes are padded, padding never
+    wins a window, and the pooled valid region is ceil(len1 / 2) x ceil(len2 / 2). Returns the map (padding zero) and
+    the new lengths."""
+    floor = torch.finfo(x.dtype).min
+    x = x.masked_fill(~grid_mask(x, len1, len2), floor)
+    x = nn.functional.pad(x, (0, x.shape[3] % 2, 0, x.shape[2] % 2), value=floor)
+    len1, len2 = (len1 + 1) // 2, (len2 + 1) // 2
+    x = nn.functional.max_pool2d(x, 2)
+    return x * grid_mask(x, len1, len2), len1, len2
+
+
+def grid_mask(x: torch.Tensor, len1: torch.Tensor, len2: torch.Tensor) -> torch.Tensor:
+    """(B, 1, L1, L2) boolean mask of the valid cells of a (B, C, L1, L2) interaction map."""
+    rows = torch.arange(x.shape[2], device=x.device)[None] < len1[:, None]
+    columns = torch.arange(x.shape[3], device=x.device)[None] < len2[:, None]
+    return (rows.unsqueeze(2) & columns.unsqueeze(1)).unsqueeze(1)
+
+
+class DenseFeatureExtractor(nn.Module):
+    """DIIN's DenseNet over the interaction tensor: a 1 x 1 convolution scaling the channels by eta, then dense blocks
+    (each 3 x 3 convolution + ReLU adds `growth` maps, concatenated to its input) each followed by a transition
+    (1 x 1 convolution compressing by theta, 2 x 2 max pooling). No batch normalisation (its statistics would mix
+    padding into valid cells). Padding cells are zeroed after every layer, so a pair's output does not depend on how
+    much padding its batch has; the paper's flatten over a fixed-size map is replaced by a max over the valid cells,
+    since sentences are not padded to a fixed length here."""
+
+    def __init__(self, in_channels: int, config: SiameseMatcherConfig) -> None:
+        super().__init__()
+        growth = config.diin_growth_rate
+        channels = max(1, int(in_channels * config.diin_first_scale))
+        self.scale = nn.Conv2d(in_channels, channels, 1)
+        self.blocks = nn.ModuleList()
+        self.transitions = nn.ModuleList()
+        for _ in range(config.diin_dense_blocks):
+            self.blocks.append(
+                nn.ModuleList(
+                    nn.Conv2d(channels + i * growth, growth, 3, padding=1) for i in range(config.diin_dense_layers)
+                )
+            )
+            channels += config.diin_dense_layers * growth
+            compressed = max(1, int(channels * config.diin_transition_scale))
+            self.transitions.append(nn.Conv2d(channels, compressed, 1))
+            channels = compressed
+        self.out_channels = channels
+
+    def forward(self, grid: torch.Tensor, len1: torch.Tensor, len2: torch.Tensor) -> torch.Tensor:
+        """(B, C, L1, L2) interaction tensor (zero outside the valid cells) -> (B, out_channels)."""
+        keep = grid_mask(grid, len1, len2)
+        x = self.scale(grid) * keep
+        for layers, transition in zip(self.blocks, self.transitions):
+            for conv in layers:
+                x = torch.cat([x, torch.relu(conv(x)) * keep], 1)
+            x, len1, len2 = masked_max_pool_2x2(transition(x), len1, len2)
+            keep = grid_mask(x, len1, len2)
+        return x.masked_fill(~keep, torch.finfo(x.dtype).min).amax((2, 3))
+
+
+class DiinMatcher(nn.Module):
+    """DIIN: an encoding layer per sentence (premise and hypothesis encoders not tied: the paper encodes them apart),
+    feature attention on the encodings, the interaction tensor I_ij = p_i * h_j, the DenseNet feature extractor and a
+    linear output layer. Word embeddings only (no character, POS or exact-match features)."""
+
+    def __init__(self, config: SiameseMatcherConfig) -> None:
+        super().__init__()
+        self.dropout = nn.Dropout(config.dropout)
+        self.first_encoder = DiinEncoder(config)
+        self.second_encoder = DiinEncoder(config)
+        self.feature_attention = FeatureAttentionPair(config)
+        self.extractor = DenseFeatureExtractor(config.hidden_size, config)
+        self.classifier = nn.Sequential(
+            nn.Dropout(config.dropout), nn.Linear(self.extractor.out_channels, config.num_labels)
+        )
+
+    @staticmethod
+    def interaction(p: torch.Tensor, mask1: torch.Tensor, h: torch.Tensor, mask2: torch.Tensor) -> torch.Tensor:
+        """I_ij = p_i * h_j as a (B, H, L1, L2) map, zero where either token is padding."""
+        grid = p.unsqueeze(2) * h.unsqueeze(1) * pair_mask(mask1, mask2).unsqueeze(-1)
+        return grid.permute(0, 3, 1, 2)
+
+    def forward(self, e1: torch.Tensor, mask1: torch.Tensor, e2: torch.Tensor, mask2: torch.Tensor) -> MatcherOutput:
+        p = self.first_encoder(self.dropout(e1), mask1)
+        h = self.second_encoder(self.dropout(e2), mask2)
+        p, h = self.feature_attention(p, mask1, h, mask2)
+        features = self.extractor(self.interaction(p, mask1, h, mask2), mask1.sum(1), mask2.sum(1))
+        return self.classifier(features), None
+
+
+class DrcnLayer(nn.Module):
+    """One densely connected co-attentive recurrent layer of DRCN, shared by both sentences:
+    h = BiLSTM(dropout(x)), a_i = sum_j softmax_j(cos(h_i, h'_j)) h'_j over the other sentence's states h', and the
+    dense connection x_next = [h; a; x] (x carried over undropped, so earlier features are not dropped again at every
+    layer)."""
+
+    def __init__(self, in_dim: int, hidden: int, dropout: float) -> None:
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        self.rnn = nn.LSTM(in_dim, hidden, batch_first=True, bidirectional=True)
+
+    def forward(
+        self, x1: torch.Tensor, mask1: torch.Tensor, x2: torch.Tensor, mask2: torch.Tensor
+    ) -> "tuple[torch.Tensor, torch.Tensor]":
+        h1 = run_rnn(self.rnn, self.dropout(x1), mask1.sum(1))
+        h2 = run_rnn(self.rnn, self.dropout(x2), mask2.sum(1))
+        a1, a2 = cross_align(h1, h2, mask1, mask2, cosine_scores(h1, h2))
+        return torch.cat([h1, a1, x1], -1), torch.cat([h2, a2, x2], -1)
+
+
+class DrcnAutoencoder(nn.Module):
+    """DRCN's bottleneck: code = ReLU(W_e x) of width 2H replaces the growing dense features; the decoder W_d code
+    reconstructs x, and the mean squared reconstruction error over valid tokens joins the training loss."""
+
+    def __init__(self, in_dim: int, width: int) -> None:
+        super().__init__()
+        self.encoder = nn.Linear(in_dim, width)
+        self.decoder = nn.Linear(width, in_dim)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> "tuple[torch.Tensor, torch.Tensor]":
+        code = torch.relu(self.encoder(x))
+        error = (self.decoder(code) - x).pow(2).mean(-1)
+        weights = mask.to(x.dtype)
+        return code, (error * weights).sum() / weights.sum()
+
+
+class DrcnMatcher(nn.Module):
+    """DRCN: `drcn_layers` densely connected co-attentive BiLSTM layers; an autoencoder after every second layer below
+    the top one (layers 2 and 4 of 5) with a feature-attention pair on its output (two blocks per branch by default,
+    matching the SFA paper); masked max pooling; the interaction vector [p; q; p + q; p - q; |p - q|] through a
+    ReLU layer and a linear output."""
+
+    def __init__(self, config: SiameseMatcherConfig) -> None:
+        super().__init__()
+        hidden, width = config.hidden_size, config.feature_attention_width()
+        self.layers = nn.ModuleList()
+        self.autoencoders = nn.ModuleDict()
+        self.feature_attention = nn.ModuleDict()
+        in_dim = config.embedding_size
+        for index in range(1, config.drcn_layers + 1):
+            self.layers.append(DrcnLayer(in_dim, hidden, config.dropout))
+            in_dim += 4 * hidden
+            if index % 2 == 0 and index < config.drcn_layers:
+                self.autoencoders[str(index)] = DrcnAutoencoder(in_dim, width)
+                self.feature_attention[str(index)] = FeatureAttentionPair(config)
+                in_dim = width
+        self.classifier = prediction_mlp(5 * in_dim, hidden, config.num_labels, nn.ReLU(), config.dropout)
+
+    def forward(self, e1: torch.Tensor, mask1: torch.Tensor, e2: torch.Tensor, mask2: torch.Tensor) -> MatcherOutput:
+        x1, x2 = e1, e2
+        reconstruction = []
+        for index, layer in enumerate(self.layers, 1):
+            x1, x2 = layer(x1, mask1, x2, mask2)
+            if str(index) in self.autoencoders:
+                (x1, error1), (x2, error2) = (
+                    self.autoencoders[str(index)](x1, mask1),
+                    self.autoencoders[str(index)](x2, mask2),
+                )
+                x1, x2 = self.feature_attention[str(index)](x1, mask1, x2, mask2)
+                reconstruction += [error1, error2]
+        p, q = masked_max(x1, mask1), masked_max(x2, mask2)
+        logits = self.classifier(torch.cat([p, q, p + q, p - q, (p - q).abs()], -1))
+        return logits, torch.stack(reconstruction).mean()
+
+
+_MATCHERS = {
+    "esim": EsimMatcher,
+    "re2": Re2Matcher,
+    "bimpm": BimpmMatcher,
+    "cafe": CafeMatcher,
+    "diin": DiinMatcher,
+    "drcn": DrcnMatcher,
+}
 
 
 @dataclass
@@ -314,7 +748,8 @@ class SiameseMatcherOutput(ModelOutput):
 
     Args:
         loss (`torch.FloatTensor` of shape `()`, *optional*, returned when `labels` is given):
-            MSE on labels scaled to [0, 1] (regression) or cross-entropy (classification).
+            MSE on labels scaled to [0, 1] (regression) or cross-entropy (classification); for DRCN plus
+            `drcn_reconstruction_weight` times the autoencoders' reconstruction error.
         logits (`torch.FloatTensor` of shape `(batch_size,)` or `(batch_size, num_labels)`):
             Regression: the prediction on the [0, 1] scale. Classification: unnormalised class scores.
         scores (`torch.FloatTensor` of shape `(batch_size,)`, *optional*, regression only):
@@ -351,9 +786,10 @@ class SiameseMatcherForSequenceClassification(PairzooPreTrainedModel):
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
-        """Xavier-uniform linear and convolution weights with zero biases, orthogonal recurrent weights; embeddings
-        as the base class does (then overwritten by `from_backbone`)."""
-        if isinstance(module, (nn.Linear, nn.Conv1d)):
+        """Xavier-uniform linear and convolution weights with zero biases, orthogonal recurrent weights, BiMPM's
+        perspective weights uniform in [0, 1); embeddings as the base class does (then overwritten by
+        `from_backbone`)."""
+        if isinstance(module, (nn.Linear, nn.Conv1d, nn.Conv2d)):
             init.xavier_uniform_(module.weight)
             if module.bias is not None:
                 init.zeros_(module.bias)
@@ -365,6 +801,8 @@ class SiameseMatcherForSequenceClassification(PairzooPreTrainedModel):
                     init.orthogonal_(param)
                 else:
                     init.zeros_(param)
+        elif isinstance(module, MultiPerspectiveMatching):
+            init.uniform_(module.weight, 0.0, 1.0)
         else:
             super()._init_weights(module)
 
@@ -423,8 +861,12 @@ class SiameseMatcherForSequenceClassification(PairzooPreTrainedModel):
             attention_mask_2 = torch.ones_like(input_ids_2)
         check_token_mask(attention_mask, "attention_mask")
         check_token_mask(attention_mask_2, "attention_mask_2")
-        raw = self.matcher(self.embeddings(input_ids), attention_mask, self.embeddings(input_ids_2), attention_mask_2)
+        raw, auxiliary = self.matcher(
+            self.embeddings(input_ids), attention_mask, self.embeddings(input_ids_2), attention_mask_2
+        )
         loss, logits, scores = similarity_loss_and_scores(self.config, raw, labels)
+        if loss is not None and auxiliary is not None:
+            loss = loss + self.config.drcn_reconstruction_weight * auxiliary
         return SiameseMatcherOutput(loss=loss, logits=logits, scores=scores)
 
 

@@ -38,9 +38,14 @@ def quality_markdown(rows: list[dict]) -> str:
     caps = ", ".join(f"{k}={v}" for k, v in first["train_args"].items())
     hardware = first["hardware"]
     machine = hardware["cuda"] or f"CPU ({hardware['cpu_count']} cores, {hardware['torch_threads']} torch threads)"
+    seeds = sorted({seed for r in rows for seed in r["seeds"]})
+    commits = ", ".join(
+        f"`{c[:12]}{'-dirty' if c.endswith('-dirty') else ''}`"
+        for c in sorted({c for r in rows for c in r["git_commits"]})
+    )
     lines = [
-        f"Profile `{first['profile']}`, backbone `{first['backbone']}`, {machine}, seeds {first['seeds']}, "
-        f"dev splits, git `{first['git_commit'][:12]}`. Budget: {caps}; an arm trained otherwise says how.",
+        f"Profile `{first['profile']}`, backbone `{first['backbone']}`, {machine}, seeds {seeds}, dev splits, "
+        f"git {commits} (each run file names its own). Budget: {caps}; an arm trained otherwise says how.",
         "",
         "| comparison | data set | arm | metric | mean ± std | delta vs baseline | beyond seed spread |",
         "|---|---|---|---|---|---|---|",

@@ -66,7 +66,7 @@ def summarise(runs: list[dict]) -> list[dict]:
                 "backbone": group[0]["backbone"],
                 "train_args": group[0]["train_args"],
                 "hardware": group[0]["hardware"],
-                "git_commit": group[0]["git_commit"],
+                "git_commits": sorted({r["git_commit"] for r in group}),
             }
         )
     baselines = {(r["comparison"], r["dataset"]): r for r in rows if r["baseline"]}

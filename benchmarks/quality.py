@@ -129,6 +129,14 @@ COMPARISONS.append(
     )
 )
 
+# The training schedule shared by the CPU profiles; they differ only in rows and length.
+CPU_TRAINING = {
+    "num_train_epochs": 1,
+    "per_device_train_batch_size": 16,
+    "per_device_eval_batch_size": 64,
+    "learning_rate": 5e-5,
+    "warmup_steps": 0.1,
+}
 PROFILES = {
     "cpu-small": {
         "backbone": "minilm",
@@ -137,11 +145,7 @@ PROFILES = {
             "max_train_samples": 256,
             "max_eval_samples": 200,
             "max_length": 64,
-            "num_train_epochs": 1,
-            "per_device_train_batch_size": 16,
-            "per_device_eval_batch_size": 64,
-            "learning_rate": 5e-5,
-            "warmup_steps": 0.1,
+            **CPU_TRAINING,
         },
         "launcher": "in-process",
     },
@@ -151,11 +155,7 @@ PROFILES = {
         "args": {
             "max_train_samples": 2000,
             "max_length": 128,
-            "num_train_epochs": 1,
-            "per_device_train_batch_size": 16,
-            "per_device_eval_batch_size": 64,
-            "learning_rate": 5e-5,
-            "warmup_steps": 0.1,
+            **CPU_TRAINING,
         },
         "launcher": "in-process",
     },

@@ -24,13 +24,12 @@ import torch
 
 from .backbones import DEFAULT_BACKBONE, load_tokenizer
 from .hub_cards import load_export
-from .modeling.common import last_layer_attention_probabilities
 from .modeling.modeling_comateformer import combined_heads_per_layer
 from .pipelines.pipeline_conditional_similarity import encode_conditional_inputs
 from .registry import create_model, get_model_spec
 from .training.collators import make_collator
 from .training.data import NLI_LABELS
-from .visualize import router_weights_for, seaver_attention_maps
+from .visualize import head_mean_last_layer_attention, router_weights_for, seaver_attention_maps
 
 logger = logging.getLogger(__name__)
 
@@ -372,13 +371,9 @@ def baseline_attention(loaded: LoadedModel, sentence1: str, sentence2: str, cond
         loaded.tokenizer, sentence1, sentence2, condition, max_length=MAX_LENGTH, return_span_masks=True
     )
     length = int(batch["sentence_mask"][0].sum())
-    backbone = loaded.model.backbone
-    hidden = backbone(
-        input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], output_hidden_states=True
-    ).hidden_states[-2]
-    attention = last_layer_attention_probabilities(backbone, hidden, batch["attention_mask"])
+    inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
     tokens = loaded.tokenizer.convert_ids_to_tokens(batch["input_ids"][0, :length].tolist())
-    return tokens, attention[0, :, :length, :length].mean(0)
+    return tokens, head_mean_last_layer_attention(loaded.model, inputs, length)
 
 
 def conditional_similarity(

@@ -82,6 +82,15 @@ class SeaverAttentionMaps:
 
 
 @torch.no_grad()
+def head_mean_last_layer_attention(model, inputs: "dict[str, torch.Tensor]", length: int) -> torch.Tensor:
+    """(length, length): the last-layer attention probabilities of `model.backbone` on `inputs` (row 0) among its first
+    `length` tokens, averaged over heads: the attention panel SEAVER's reweighting is compared with."""
+    hidden = model.backbone(**inputs, output_hidden_states=True).hidden_states[-2]
+    attention = last_layer_attention_probabilities(model.backbone, hidden, inputs["attention_mask"])
+    return attention[0, :, :length, :length].mean(0)
+
+
+@torch.no_grad()
 def seaver_attention_maps(
     model,
     tokenizer,
@@ -104,15 +113,13 @@ def seaver_attention_maps(
         raise ValueError("the model returned no reweighting: is it a SEAVER model with `use_reweighting=True`?")
     length = int(out.sentence_mask[0].sum())
     if baseline_model is None:
-        attention = out.last_layer_attentions
+        attention = out.last_layer_attentions[0, :, :length, :length].mean(0)
     else:
-        baseline_model = baseline_model.eval()
-        hidden = baseline_model.backbone(**batch, output_hidden_states=True).hidden_states[-2]
-        attention = last_layer_attention_probabilities(baseline_model.backbone, hidden, batch["attention_mask"])
+        attention = head_mean_last_layer_attention(baseline_model.eval(), batch, length)
     tokens = tokenizer.convert_ids_to_tokens(batch["input_ids"][0, :length].tolist())
     return SeaverAttentionMaps(
         tokens=tokens,
-        attention=attention[0, :, :length, :length].mean(0).cpu(),
+        attention=attention.cpu(),
         reweighting=out.reweighting_sentence[0, :, :length, :length].mean(0).cpu(),
     )
 
@@ -187,6 +194,7 @@ def plot_combined_attention(
 
 __all__ = [
     "SeaverAttentionMaps",
+    "head_mean_last_layer_attention",
     "plot_combined_attention",
     "plot_router_weights",
     "plot_seaver_reweighting",

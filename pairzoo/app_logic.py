@@ -29,7 +29,13 @@ from .pipelines.pipeline_conditional_similarity import encode_conditional_inputs
 from .registry import create_model, get_model_spec
 from .training.collators import make_collator
 from .training.data import NLI_LABELS
-from .visualize import head_mean_last_layer_attention, router_weights_for, seaver_attention_maps
+from .visualize import (
+    Panel,
+    head_mean_last_layer_attention,
+    heatmap_figure,
+    router_weights_for,
+    seaver_attention_maps,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -280,69 +286,12 @@ def predict(loaded: LoadedModel, sentence1: str, sentence2: str, condition: "str
 # ---------------------------------------------------------------------------------------------------- heatmaps
 
 
-@dataclass
-class Panel:
-    """One heatmap: a (len(rows), len(columns)) matrix; `diverging` centres a red-blue map on zero; `gamma` maps
-    non-negative values through a power-law colour scale (0.5: square root), so small weights next to one dominant
-    token stay visible."""
-
-    title: str
-    matrix: torch.Tensor
-    rows: "list[str]"
-    columns: "list[str]"
-    cmap: str = "viridis"
-    diverging: bool = False
-    gamma: "float | None" = None
-
-
-def _tick(label: str, limit: int = 40) -> str:
-    """A tick label matplotlib prints literally ($ would start mathtext), cut to `limit` characters."""
-    label = label if len(label) <= limit else label[: limit - 1] + "…"
-    return label.replace("$", r"\$")
-
-
 def render_heatmaps(panels: Sequence[Panel], title: "str | None" = None, stacked: bool = False):
-    """Draw `panels` side by side (or one above the other with `stacked`), each with its own colour bar, and return
-    the figure as an RGB `PIL.Image`."""
+    """`visualize.heatmap_figure(panels, title, stacked)` as an RGB `PIL.Image` (Agg canvas, nothing on disk)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.colors import PowerNorm
-    from matplotlib.figure import Figure
     from PIL import Image
 
-    sizes = []
-    for panel in panels:
-        if tuple(panel.matrix.shape) != (len(panel.rows), len(panel.columns)):
-            raise ValueError(
-                f"panel {panel.title!r} has shape {tuple(panel.matrix.shape)} but {len(panel.rows)} row and "
-                f"{len(panel.columns)} column labels."
-            )
-        width = min(11.0, max(6.0, 0.22 * len(panel.columns) + 2.4))
-        height = min(11.0, max(2.4, 0.22 * len(panel.rows) + 1.8))
-        sizes.append((width, height))
-    if stacked:
-        figsize = (max(w for w, _ in sizes), sum(h for _, h in sizes) + 0.5)
-    else:
-        figsize = (sum(w for w, _ in sizes), max(h for _, h in sizes) + 0.5)
-    figure = Figure(figsize=figsize, dpi=100, layout="constrained")
-    canvas = FigureCanvasAgg(figure)
-    shape = (len(panels), 1) if stacked else (1, len(panels))
-    for axes, panel in zip(figure.subplots(*shape, squeeze=False).ravel(), panels):
-        values = panel.matrix.detach().float().cpu().numpy()
-        if panel.diverging:
-            bound = max(float(abs(values).max()), 1e-12)
-            image = axes.imshow(values, cmap="RdBu_r", vmin=-bound, vmax=bound, aspect="auto")
-        elif panel.gamma is not None:
-            norm = PowerNorm(panel.gamma, vmin=0.0, vmax=max(float(values.max()), 1e-12))
-            image = axes.imshow(values, cmap=panel.cmap, norm=norm, aspect="auto")
-        else:
-            image = axes.imshow(values, cmap=panel.cmap, aspect="auto")
-        fontsize = 7 if max(len(panel.rows), len(panel.columns)) <= 40 else 5
-        axes.set_title(_tick(panel.title, 80), fontsize=9)
-        axes.set_xticks(range(len(panel.columns)), [_tick(t) for t in panel.columns], rotation=90, fontsize=fontsize)
-        axes.set_yticks(range(len(panel.rows)), [_tick(t) for t in panel.rows], fontsize=fontsize)
-        figure.colorbar(image, ax=axes, shrink=0.8)
-    if title:
-        figure.suptitle(_tick(title, 120), fontsize=10)
+    canvas = FigureCanvasAgg(heatmap_figure(panels, title, stacked))
     canvas.draw()
     return Image.fromarray(np.asarray(canvas.buffer_rgba())).convert("RGB")
 

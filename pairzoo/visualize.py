@@ -10,6 +10,7 @@ are drawn on a standalone `matplotlib.figure.Figure` (no pyplot state, no GUI ba
 - `plot_combined_attention`: Comateformer's affinity E, difference N and combined M of one head (paper Fig. 6).
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,45 +21,74 @@ from .modeling.modeling_comateformer import combined_heads_per_layer
 from .pipelines.pipeline_conditional_similarity import encode_bi_inputs, encode_conditional_inputs, encode_tri_inputs
 
 
-def _draw_heatmaps(
-    panels: "list[tuple[str, torch.Tensor]]",
-    row_labels: "list[str]",
-    column_labels: "list[str]",
-    path: "str | Path",
-    title: "str | None" = None,
-    cmap: str = "viridis",
-    diverging: "frozenset[str]" = frozenset(),
-) -> Path:
-    """Draw labelled heatmaps side by side (one per `(panel title, 2-D matrix)`) and write them to `path`.
+@dataclass
+class Panel:
+    """One heatmap: a (len(rows), len(columns)) matrix; `diverging` centres a red-blue map on zero; `gamma` maps
+    non-negative values through a power-law colour scale (0.5: square root), so small weights next to one dominant
+    token stay visible."""
 
-    Every matrix is (len(row_labels), len(column_labels)); each panel has its own colour bar. Panels named in
-    `diverging` use a red-blue map centred on zero (for signed scores).
-    """
+    title: str
+    matrix: torch.Tensor
+    rows: "list[str]"
+    columns: "list[str]"
+    cmap: str = "viridis"
+    diverging: bool = False
+    gamma: "float | None" = None
+
+
+def _tick(label: str, limit: int = 40) -> str:
+    """A tick label matplotlib prints literally ($ would start mathtext), cut to `limit` characters."""
+    label = label if len(label) <= limit else label[: limit - 1] + "…"
+    return label.replace("$", r"\$")
+
+
+def heatmap_figure(panels: "Sequence[Panel]", title: "str | None" = None, stacked: bool = False):
+    """A `matplotlib.figure.Figure` with `panels` side by side (or one above the other with `stacked`), each with
+    its own colour bar; shared by the figure files below and the web demo's images."""
     try:
+        from matplotlib.colors import PowerNorm
         from matplotlib.figure import Figure
     except ImportError as err:
         raise ImportError("pairzoo.visualize needs matplotlib (pip install 'pairzoo[train]').") from err
-    for name, matrix in panels:
-        if tuple(matrix.shape) != (len(row_labels), len(column_labels)):
+    sizes = []
+    for panel in panels:
+        if tuple(panel.matrix.shape) != (len(panel.rows), len(panel.columns)):
             raise ValueError(
-                f"panel {name!r} has shape {tuple(matrix.shape)} but there are {len(row_labels)} row and "
-                f"{len(column_labels)} column labels."
+                f"panel {panel.title!r} has shape {tuple(panel.matrix.shape)} but {len(panel.rows)} row and "
+                f"{len(panel.columns)} column labels."
             )
-    size = max(4.0, 0.28 * max(len(row_labels), len(column_labels)) + 1.5)
-    figure = Figure(figsize=(size * len(panels) + 1.0, size + 0.6), layout="constrained")
-    for axes, (name, matrix) in zip(figure.subplots(1, len(panels), squeeze=False)[0], panels):
-        values = matrix.detach().float().cpu().numpy()
-        if name in diverging:
+        width = min(11.0, max(6.0, 0.22 * len(panel.columns) + 2.4))
+        height = min(11.0, max(2.4, 0.22 * len(panel.rows) + 1.8))
+        sizes.append((width, height))
+    if stacked:
+        figsize = (max(w for w, _ in sizes), sum(h for _, h in sizes) + 0.5)
+    else:
+        figsize = (sum(w for w, _ in sizes), max(h for _, h in sizes) + 0.5)
+    figure = Figure(figsize=figsize, dpi=100, layout="constrained")
+    shape = (len(panels), 1) if stacked else (1, len(panels))
+    for axes, panel in zip(figure.subplots(*shape, squeeze=False).ravel(), panels):
+        values = panel.matrix.detach().float().cpu().numpy()
+        if panel.diverging:
             bound = max(float(abs(values).max()), 1e-12)
             image = axes.imshow(values, cmap="RdBu_r", vmin=-bound, vmax=bound, aspect="auto")
+        elif panel.gamma is not None:
+            norm = PowerNorm(panel.gamma, vmin=0.0, vmax=max(float(values.max()), 1e-12))
+            image = axes.imshow(values, cmap=panel.cmap, norm=norm, aspect="auto")
         else:
-            image = axes.imshow(values, cmap=cmap, aspect="auto")
-        axes.set_title(name)
-        axes.set_xticks(range(len(column_labels)), column_labels, rotation=90, fontsize=7)
-        axes.set_yticks(range(len(row_labels)), row_labels, fontsize=7)
+            image = axes.imshow(values, cmap=panel.cmap, aspect="auto")
+        fontsize = 7 if max(len(panel.rows), len(panel.columns)) <= 40 else 5
+        axes.set_title(_tick(panel.title, 80), fontsize=9)
+        axes.set_xticks(range(len(panel.columns)), [_tick(t) for t in panel.columns], rotation=90, fontsize=fontsize)
+        axes.set_yticks(range(len(panel.rows)), [_tick(t) for t in panel.rows], fontsize=fontsize)
         figure.colorbar(image, ax=axes, shrink=0.8)
     if title:
-        figure.suptitle(title)
+        figure.suptitle(_tick(title, 120), fontsize=10)
+    return figure
+
+
+def save_heatmaps(panels: "Sequence[Panel]", path: "str | Path", title: "str | None" = None) -> Path:
+    """`heatmap_figure(panels, title)` written to `path` (PNG, 150 dpi); creates the parent folder."""
+    figure = heatmap_figure(panels, title)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=150)
@@ -126,8 +156,11 @@ def seaver_attention_maps(
 
 def plot_seaver_reweighting(maps: SeaverAttentionMaps, path: "str | Path", title: "str | None" = None) -> Path:
     """Paper Figures 4/6: head-averaged last-layer attention next to SEAVER's W_S, tokens on both axes, as a PNG."""
-    panels = [("last-layer attention (head mean)", maps.attention), ("SEAVER W_S (head mean)", maps.reweighting)]
-    return _draw_heatmaps(panels, maps.tokens, maps.tokens, path, title=title)
+    panels = [
+        Panel("last-layer attention (head mean)", maps.attention, maps.tokens, maps.tokens),
+        Panel("SEAVER W_S (head mean)", maps.reweighting, maps.tokens, maps.tokens),
+    ]
+    return save_heatmaps(panels, path, title=title)
 
 
 @torch.no_grad()
@@ -154,7 +187,7 @@ def plot_router_weights(
     """CSR paper Fig. 7: router weights over the tokens of `sentence` (columns) under each condition (rows), as PNG."""
     tokens, weights = router_weights_for(model, tokenizer, sentence, conditions, layer)
     title = f"CSR router weights (router layer {model.routed_layers[layer]})"
-    return _draw_heatmaps([("router weight w", weights)], conditions, tokens, path, title=title, cmap="Reds")
+    return save_heatmaps([Panel("router weight w", weights, conditions, tokens, "Reds")], path, title=title)
 
 
 def plot_combined_attention(
@@ -182,22 +215,23 @@ def plot_combined_attention(
     index = list(heads).index(layer)
     tokens = tokenizer.convert_ids_to_tokens(batch["input_ids"][0])
     panels = [
-        ("E (affinity)", out.affinity[index][0, head]),
-        ("N (difference)", out.difference[index][0, head]),
-        ("M (combined)", out.combined_attention[index][0, head]),
+        Panel("E (affinity)", out.affinity[index][0, head], tokens, tokens, diverging=True),
+        Panel("N (difference)", out.difference[index][0, head], tokens, tokens),
+        Panel("M (combined)", out.combined_attention[index][0, head], tokens, tokens, diverging=True),
     ]
     title = f"Comateformer layer {layer}, head {head} (rows: queries, columns: keys)"
-    return _draw_heatmaps(
-        panels, tokens, tokens, path, title=title, diverging=frozenset({"E (affinity)", "M (combined)"})
-    )
+    return save_heatmaps(panels, path, title=title)
 
 
 __all__ = [
+    "Panel",
     "SeaverAttentionMaps",
+    "heatmap_figure",
     "head_mean_last_layer_attention",
     "plot_combined_attention",
     "plot_router_weights",
     "plot_seaver_reweighting",
     "router_weights_for",
+    "save_heatmaps",
     "seaver_attention_maps",
 ]

@@ -330,7 +330,7 @@ def test_visualize_imports_without_matplotlib():
     code = (
         "import sys; sys.modules['matplotlib'] = None\n"
         "import pairzoo.visualize as v\n"
-        "try:\n    v._draw_heatmaps([], [], [], 'x.png')\nexcept ImportError as e:\n    print('needs', e)\n"
+        "try:\n    v.heatmap_figure([])\nexcept ImportError as e:\n    print('needs', e)\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -20,10 +20,8 @@ import argparse
 import gc
 import json
 import os
-import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -34,6 +32,7 @@ sys.path.insert(0, str(BENCH))
 
 from quality import Arm, available_comparisons, environment, write_json_atomic  # noqa: E402
 
+from benchmarks.timing import interleaved, medians  # noqa: E402
 from pairzoo import create_model, list_models, load_tokenizer  # noqa: E402
 from pairzoo.training.collators import make_collator  # noqa: E402
 
@@ -58,29 +57,11 @@ def make_batch(model, tokenizer, batch_size: int, length: int, labels: bool = Fa
     return {k: v.to(DEVICE) for k, v in batch.items()}
 
 
-def _sync() -> None:
-    if DEVICE == "cuda":
-        torch.cuda.synchronize()
-
-
-def _timed(fn) -> float:
-    _sync()
-    start = time.perf_counter()
-    fn()
-    _sync()
-    return time.perf_counter() - start
-
-
 def time_forward(models: dict, batches: dict, repeats: int) -> dict:
     """Median forward seconds per arm (interleaved repeats after one warm-up each)."""
-    times: dict = {label: [] for label in models}
+    calls = {label: (lambda m=model, b=batches[label]: m(**b)) for label, model in models.items()}
     with torch.inference_mode():
-        for label, model in models.items():
-            model(**batches[label])
-        for _ in range(repeats):
-            for label, model in models.items():
-                times[label].append(_timed(lambda m=model, b=batches[label]: m(**b)))
-    return {label: statistics.median(t) for label, t in times.items()}
+        return medians(interleaved(calls, 1, repeats))[0]
 
 
 def time_train_step(models: dict, batches: dict, repeats: int) -> dict:
@@ -95,17 +76,12 @@ def time_train_step(models: dict, batches: dict, repeats: int) -> dict:
         optimizers[label].step()
         optimizers[label].zero_grad()
 
-    times: dict = {label: [] for label in models}
     for model in models.values():
         model.train()
-    for label in models:
-        step(label)
-    for _ in range(repeats):
-        for label in models:
-            times[label].append(_timed(lambda label=label: step(label)))
+    wall = medians(interleaved({label: (lambda label=label: step(label)) for label in models}, 1, repeats))[0]
     for model in models.values():
         model.eval()
-    return {label: statistics.median(t) for label, t in times.items()}
+    return wall
 
 
 def trainable_fraction(model: torch.nn.Module) -> float:

@@ -21,10 +21,8 @@ import argparse
 import gc
 import json
 import os
-import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -33,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from speed import status_kib  # noqa: E402
 
+from benchmarks.timing import interleaved, medians  # noqa: E402
 from pairzoo import ComateformerModel, create_model  # noqa: E402
 
 PLAIN = {"combined_layers": [], "combined_head_fraction": []}
@@ -78,16 +77,9 @@ def measure_memory(arm: str, batch_size: int, length: int) -> dict:
 
 
 def measure_time(models: dict, inputs: dict, repeats: int) -> dict:
-    times = {arm: [] for arm in models}
     with torch.no_grad():
-        for model in models.values():
-            model(**inputs)
-        for _ in range(repeats):
-            for arm, model in models.items():
-                start = time.perf_counter()
-                model(**inputs)
-                times[arm].append(time.perf_counter() - start)
-    return {arm: statistics.median(t) for arm, t in times.items()}
+        calls = {arm: (lambda m=model: m(**inputs)) for arm, model in models.items()}
+        return medians(interleaved(calls, 1, repeats))[0]
 
 
 def main() -> None:

@@ -18,10 +18,10 @@ alike; medians and ratios are printed as JSON. `torch.inference_mode`, `--thread
 import argparse
 import json
 import statistics
-import time
 
 import torch
 
+from benchmarks.timing import clock
 from pairzoo import create_model, load_tokenizer
 from pairzoo.pipelines.pipeline_conditional_similarity import encode_bi_inputs, encode_tri_inputs
 from pairzoo.training.synthetic import generate_examples
@@ -39,12 +39,6 @@ def _texts(n_sentences: int, n_conditions: int) -> "tuple[list[str], list[str]]"
     if len(sentences) < n_sentences or len(conditions) < n_conditions:
         raise ValueError("the generator gave too few distinct texts.")
     return sentences, conditions
-
-
-def _timed(fn) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
 
 
 def main(argv: "list[str] | None" = None) -> dict:
@@ -92,10 +86,10 @@ def main(argv: "list[str] | None" = None) -> dict:
         direct(base)
         bi(**encode_bi_inputs(tokenizer, [p[0] for p in pairs[:8]], None, [p[1] for p in pairs[:8]], args.max_length))
         for _ in range(args.repeats):
-            times["cached_tri"].append(_timed(cached_tri))
-            times["bi"].append(_timed(bi_all))
-            times["tri_router_direct"].append(_timed(lambda: direct(tri)))
-            times["tri_baseline_direct"].append(_timed(lambda: direct(base)))
+            times["cached_tri"].append(clock(cached_tri)[0])
+            times["bi"].append(clock(bi_all)[0])
+            times["tri_router_direct"].append(clock(lambda: direct(tri))[0])
+            times["tri_baseline_direct"].append(clock(lambda: direct(base))[0])
     median = {k: statistics.median(v) for k, v in times.items()}
     result = {
         "backbone": args.backbone,

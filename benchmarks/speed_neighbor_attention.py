@@ -14,11 +14,11 @@ top-K and the k-of-K draw, measured in the same steps), and the same shares in c
 import argparse
 import json
 import statistics
-import time
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from benchmarks.timing import clock, interleaved, medians
 from pairzoo import create_model, load_tokenizer
 from pairzoo.modeling.modeling_neighbor_attention import encode_neighbor_attention_inputs
 
@@ -48,20 +48,18 @@ class _SearchTimer:
         model.select_neighbors = self
 
     def __call__(self, *args, **kwargs):
-        wall, cpu = time.perf_counter(), time.process_time()
-        result = self.inner(*args, **kwargs)
-        self.wall += time.perf_counter() - wall
-        self.cpu += time.process_time() - cpu
-        return result
+        result = []
+        wall, cpu = clock(lambda: result.append(self.inner(*args, **kwargs)))
+        self.wall += wall
+        self.cpu += cpu
+        return result[0]
 
 
-def _step(model, optimizer, batch) -> "tuple[float, float]":
-    """Wall-clock and process CPU seconds of one training step."""
-    wall, cpu = time.perf_counter(), time.process_time()
+def _step(model, optimizer, batch) -> None:
+    """One training step: forward, backward, AdamW update."""
     optimizer.zero_grad(set_to_none=True)
     model(**batch).loss.backward()
     optimizer.step()
-    return time.perf_counter() - wall, time.process_time() - cpu
 
 
 def _flops(model, batch) -> int:
@@ -96,14 +94,10 @@ def main(argv: "list[str] | None" = None) -> dict:
         for name, model in models.items()
     }
     batch = _inputs(args.backbone, args.batch_size, args.length)
-    times: dict[str, list[tuple[float, float]]] = {name: [] for name in models}
-    for _ in range(args.warmup):
-        for name, model in models.items():
-            _step(model, optimizers[name], batch)
+    steps = {name: (lambda m=model, o=optimizers[name]: _step(m, o, batch)) for name, model in models.items()}
+    interleaved(steps, args.warmup, 0)
     timer = _SearchTimer(models["neighbor"])
-    for _ in range(args.repeats):
-        for name, model in models.items():
-            times[name].append(_step(model, optimizers[name], batch))
+    times = interleaved(steps, 0, args.repeats)
     search_wall, search_cpu = timer.wall / args.repeats, timer.cpu / args.repeats
     models["neighbor"].select_neighbors = timer.inner
     flops = {name: _flops(model, batch) for name, model in models.items()}
@@ -112,8 +106,7 @@ def main(argv: "list[str] | None" = None) -> dict:
             hidden = models["neighbor"].backbone.embeddings(input_ids=batch["input_ids"])
             models["neighbor"].select_neighbors(hidden, batch["input_ids"])
     search_flops = counter.get_total_flops()
-    wall = {name: statistics.median(t[0] for t in values) for name, values in times.items()}
-    cpu = {name: statistics.median(t[1] for t in values) for name, values in times.items()}
+    wall, cpu = medians(times)
     trainable = {name: sum(p.numel() for p in m.parameters() if p.requires_grad) for name, m in models.items()}
     result = {
         "backbone": args.backbone,

@@ -11,12 +11,11 @@ only), which no load from other processes can disturb.
 
 import argparse
 import json
-import statistics
-import time
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from benchmarks.timing import interleaved, medians
 from pairzoo import create_model, encode_conditional_inputs, load_tokenizer
 
 
@@ -31,13 +30,6 @@ def _inputs(backbone: str, batch_size: int, length: int) -> "dict[str, torch.Ten
     if batch["input_ids"].shape != (batch_size, length):
         raise ValueError(f"could not build inputs of length {length}: got {tuple(batch['input_ids'].shape)}.")
     return batch
-
-
-def _time_once(model, batch) -> "tuple[float, float]":
-    """Wall-clock and process CPU seconds of one forward."""
-    wall, cpu = time.perf_counter(), time.process_time()
-    model(**batch)
-    return time.perf_counter() - wall, time.process_time() - cpu
 
 
 def _flops(model, batch) -> int:
@@ -64,17 +56,10 @@ def main(argv: "list[str] | None" = None) -> dict:
         "seaver": create_model("seaver", backbone=args.backbone, **json.loads(args.seaver_overrides)).eval(),
     }
     batch = _inputs(args.backbone, args.batch_size, args.length)
-    times: dict[str, list[tuple[float, float]]] = {name: [] for name in models}
     with torch.inference_mode():
-        for _ in range(args.warmup):
-            for model in models.values():
-                _time_once(model, batch)
-        for _ in range(args.repeats):
-            for name, model in models.items():
-                times[name].append(_time_once(model, batch))
+        calls = {name: (lambda m=model: m(**batch)) for name, model in models.items()}
+        wall, cpu = medians(interleaved(calls, args.warmup, args.repeats))
         flops = {name: _flops(model, batch) for name, model in models.items()}
-    wall = {name: statistics.median(t[0] for t in values) for name, values in times.items()}
-    cpu = {name: statistics.median(t[1] for t in values) for name, values in times.items()}
     result = {
         "backbone": args.backbone,
         "batch_size": args.batch_size,

@@ -17,11 +17,10 @@ in the sources available offline, so the columns read "n/a" rather than guessed 
 
 import argparse
 import json
-import statistics
-import time
 
 import torch
 
+from benchmarks.timing import interleaved, medians
 from pairzoo import create_model, encode_conditional_inputs, load_tokenizer
 from pairzoo.pipelines.pipeline_conditional_similarity import encode_tri_inputs
 
@@ -48,13 +47,6 @@ def _inputs(tokenizer, batch_size: int, length: int) -> "dict[str, dict[str, tor
     if tri["input_ids"].shape != (batch_size, length) or cross["input_ids"].shape != (batch_size, 2 * length - 1):
         raise ValueError(f"could not build inputs of length {length}.")
     return {"tri": tri, "cross": cross}
-
-
-def _time_once(model, batch) -> "tuple[float, float]":
-    """Wall-clock and process CPU seconds of one forward."""
-    wall, cpu = time.perf_counter(), time.process_time()
-    model(**batch)
-    return time.perf_counter() - wall, time.process_time() - cpu
 
 
 def main(argv: "list[str] | None" = None) -> dict:
@@ -95,19 +87,11 @@ def main(argv: "list[str] | None" = None) -> dict:
     with torch.inference_mode():
         for batch_size in args.batch_sizes:
             batches = _inputs(tokenizer, batch_size, args.length)
-            times: dict[str, list[tuple[float, float]]] = {name: [] for name in models}
-            for _ in range(args.warmup):
-                for name, model in models.items():
-                    _time_once(model, batches[formats[name]])
-            for _ in range(args.repeats):
-                for name, model in models.items():
-                    times[name].append(_time_once(model, batches[formats[name]]))
+            calls = {name: (lambda m=model, b=batches[formats[name]]: m(**b)) for name, model in models.items()}
+            wall, cpu = medians(interleaved(calls, args.warmup, args.repeats))
             per_pair[str(batch_size)] = {
-                name: {
-                    "wall_ms": 1e3 * statistics.median(t[0] for t in values) / batch_size,
-                    "cpu_ms": 1e3 * statistics.median(t[1] for t in values) / batch_size,
-                }
-                for name, values in times.items()
+                name: {"wall_ms": 1e3 * wall[name] / batch_size, "cpu_ms": 1e3 * cpu[name] / batch_size}
+                for name in models
             }
 
     ratios: dict[str, dict[str, float]] = {}

@@ -14,6 +14,10 @@ Profiles:
 - `full`: any backbone, full training splits, three epochs, each run launched with `accelerate launch` (one GPU or
   several), for a GPU machine.
 
+Neighbor attention's runs also score the decoded [MASK] state (Recall@20, Precision@20; `expressiveness_metrics`) on
+their dev split and, when trained on SICK-E, on the first `esnli_rows` e-SNLI dev rows of the profile (200, 1,000,
+all); the report lists these as extra rows next to accuracy.
+
     python benchmarks/quality.py --profile cpu-small --output_dir benchmarks/results/cpu-small
     python benchmarks/quality.py --profile full --backbone roberta-base --only comateformer
 """
@@ -48,12 +52,15 @@ class Arm:
 
 @dataclass(frozen=True)
 class Comparison:
-    """A method's arms against its baseline (the first arm) on `datasets`, with the same training arguments."""
+    """A method's arms against its baseline (the first arm) on `datasets`, with the same training arguments.
+    `expressiveness`: after training, also measure Recall@20 / Precision@20 of the decoded [MASK] state
+    (`pairzoo.training.expressiveness`) on the run's dev split and, for SICK-E runs, on e-SNLI dev."""
 
     name: str
     arms: tuple
     datasets: tuple
     train_args: dict = field(default_factory=dict)
+    expressiveness: bool = False
 
     @property
     def baseline(self) -> Arm:
@@ -126,6 +133,7 @@ COMPARISONS.append(
             ),
         ),
         ("sick-e", "rte"),
+        expressiveness=True,
     )
 )
 
@@ -147,6 +155,7 @@ PROFILES = {
             "max_length": 64,
             **CPU_TRAINING,
         },
+        "esnli_rows": 200,
         "launcher": "in-process",
     },
     "cpu-medium": {
@@ -157,6 +166,7 @@ PROFILES = {
             "max_length": 128,
             **CPU_TRAINING,
         },
+        "esnli_rows": 1000,
         "launcher": "in-process",
     },
     "full": {
@@ -170,6 +180,7 @@ PROFILES = {
             "learning_rate": 2e-5,
             "warmup_steps": 0.1,
         },
+        "esnli_rows": None,
         "launcher": "accelerate",
     },
 }
@@ -178,7 +189,9 @@ PROFILES = {
 def _git_commit() -> str:
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=REPO, capture_output=True, text=True).stdout
+        # result files written while a benchmark runs are not code: they do not make the checkout dirty
+        status = ["git", "status", "--porcelain", "--", ".", ":(exclude)benchmarks/results"]
+        dirty = subprocess.run(status, cwd=REPO, capture_output=True, text=True).stdout
         return out.stdout.strip() + ("-dirty" if dirty.strip() else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
@@ -217,13 +230,44 @@ def run_id(comparison: Comparison, arm: Arm, dataset: str, seed: int) -> str:
     return f"{comparison.name}__{label}__{dataset}__seed{seed}"
 
 
-def train_argv(arm: Arm, dataset: str, seed: int, args: dict, backbone: str, output_dir: Path) -> list[str]:
-    """`pairzoo.train` flags of one run."""
+def train_argv(
+    arm: Arm, dataset: str, seed: int, args: dict, backbone: str, output_dir: Path, export: bool = False
+) -> list[str]:
+    """`pairzoo.train` flags of one run; `export` keeps the trained model in `<output_dir>/export`."""
     argv = ["--model", arm.model, "--backbone", backbone, "--dataset", dataset, "--seed", str(seed)]
     argv += ["--config_overrides", json.dumps(arm.overrides), "--output_dir", str(output_dir)]
     for key, value in args.items():
         argv += [f"--{key}", str(value)]
-    return argv + ["--eval_strategy", "no", "--save_strategy", "no", "--export", "False", "--report_to", "none"]
+    return argv + ["--eval_strategy", "no", "--save_strategy", "no", "--export", str(export), "--report_to", "none"]
+
+
+def expressiveness_metrics(export_dir: Path, dataset: str, args: dict, esnli_rows: "int | None") -> dict:
+    """Recall@20 and Precision@20 of the trained model's decoded [MASK] states (issue 7): on the dev rows the run was
+    scored on (keywords: the pair's content words) and, for SICK-E, on the first `esnli_rows` e-SNLI dev rows
+    (keywords: content words shared by an explanation and the pair; a proxy for the official highlights)."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from pairzoo.training.data import load_dataset
+    from pairzoo.training.expressiveness import evaluate_expressiveness
+
+    model = AutoModelForSequenceClassification.from_pretrained(export_dir)
+    tokenizer = AutoTokenizer.from_pretrained(export_dir)
+    length = int(args.get("max_length", 128))
+    evaluations = {"validation": (dataset, "pair", args.get("max_eval_samples"))}
+    if dataset == "sick-e":
+        evaluations["esnli"] = ("snli", "esnli-proxy", esnli_rows)
+    metrics = {}
+    for prefix, (name, keywords, limit) in evaluations.items():
+        rows = [dict(r) for r in load_dataset(name)["validation"]]
+        rows = rows[: int(limit)] if limit is not None else rows
+        torch.manual_seed(0)
+        with torch.no_grad():
+            result = evaluate_expressiveness(model, tokenizer, rows, keywords, k=20, max_length=length)
+        metrics[f"{prefix}_recall@20"] = result["recall@20"]
+        metrics[f"{prefix}_precision@20"] = result["precision@20"]
+        metrics[f"{prefix}_keyword_examples"] = result["examples_with_keywords"]
+    return metrics
 
 
 def run_one(argv: list[str], launcher: str, output_dir: Path) -> dict:
@@ -273,9 +317,16 @@ def main(argv: "list[str] | None" = None) -> None:
                         continue
                     train_args = {**profile["args"], **comparison.train_args, **arm.train_args}
                     with tempfile.TemporaryDirectory(prefix="pairzoo-bench-") as scratch:
-                        run_argv = train_argv(arm, dataset, seed, train_args, backbone, Path(scratch))
+                        scratch = Path(scratch)
+                        run_argv = train_argv(
+                            arm, dataset, seed, train_args, backbone, scratch, comparison.expressiveness
+                        )
                         t0 = time.time()
-                        metrics = run_one(run_argv, profile["launcher"], Path(scratch))
+                        metrics = run_one(run_argv, profile["launcher"], scratch)
+                        if comparison.expressiveness:
+                            metrics |= expressiveness_metrics(
+                                scratch / "export", dataset, train_args, profile["esnli_rows"]
+                            )
                     payload = {
                         "comparison": comparison.name,
                         "arm": arm.label,

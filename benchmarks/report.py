@@ -95,7 +95,7 @@ def papers_markdown() -> str:
 
 
 def plot(rows: list[dict], path: Path) -> None:
-    """Bars (mean) with std error bars, one panel per (comparison, dataset)."""
+    """Bars (mean) with std error bars, one panel per (comparison, dataset, metric)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -103,16 +103,16 @@ def plot(rows: list[dict], path: Path) -> None:
 
     panels: dict = defaultdict(list)
     for r in rows:
-        panels[(r["comparison"], r["dataset"])].append(r)
+        panels[(r["comparison"], r["dataset"], r["metric"])].append(r)
     cols = min(4, len(panels))
     nrows = -(-len(panels) // cols)
     fig, axes = plt.subplots(nrows, cols, figsize=(3.6 * cols, 3.0 * nrows), squeeze=False)
-    for ax, ((comparison, dataset), panel) in zip(axes.flat, panels.items()):
+    for ax, ((comparison, dataset, metric), panel) in zip(axes.flat, panels.items()):
         labels = [r["arm"] for r in panel]
         ax.bar(range(len(panel)), [r["mean"] for r in panel], yerr=[r["std"] for r in panel], capsize=4)
         ax.set_xticks(range(len(panel)), labels, rotation=30, ha="right", fontsize=7)
         ax.set_title(f"{comparison} / {dataset}", fontsize=9)
-        ax.set_ylabel(panel[0]["metric"], fontsize=8)
+        ax.set_ylabel(metric, fontsize=8)
     for ax in axes.flat[len(panels) :]:
         ax.axis("off")
     fig.tight_layout()

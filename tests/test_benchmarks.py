@@ -57,6 +57,30 @@ def test_summary_statistics_come_from_the_run_files(tmp_path):
     assert rows["mrpc", "base"]["delta"] is None
 
 
+def test_extra_metrics_get_their_own_rows_and_deltas_but_stay_out_of_model_cards(tmp_path):
+    runs = []
+    for arm, recall in (("base", [10.0, 12.0, 11.0]), ("m", [20.0, 21.0, 22.0])):
+        for seed, value in enumerate(recall):
+            run = _fake_run("c", arm, arm == "base", "sick-e", seed, 60.0 + seed)
+            run["metrics"] |= {"validation_recall@20": value, "esnli_recall@20": value / 2}
+            runs.append(run)
+    _write_runs(tmp_path, runs)
+    rows = report.summarise(report.load_runs(tmp_path))
+    assert [(r["metric"], r["arm"]) for r in rows] == [
+        ("accuracy", "base"), ("accuracy", "m"), ("recall@20", "base"), ("recall@20", "m"),
+        ("esnli_recall@20", "base"), ("esnli_recall@20", "m"),
+    ]  # fmt: skip
+    by_metric = {r["metric"]: r for r in rows if r["arm"] == "m"}
+    assert by_metric["recall@20"]["delta"] == pytest.approx(10.0) and by_metric["accuracy"]["delta"] == 0.0
+    assert by_metric["esnli_recall@20"]["mean"] == pytest.approx(10.5)
+    assert [r["main"] for r in rows] == [True, True, False, False, False, False]
+    from pairzoo.hub_cards.results import eval_results_for
+
+    assert eval_results_for(tmp_path, "m", {"arm": "m"}) == [
+        {"dataset": "sick-e", "split": "validation", "metrics": {"validation_accuracy": 61.0}}
+    ]
+
+
 def test_report_writes_files_and_replaces_only_the_readme_section(tmp_path):
     runs = [_fake_run("c", a, a == "base", "mrpc", s, 60.0 + s + (a == "m")) for a in ("base", "m") for s in range(3)]
     _write_runs(tmp_path / "res", runs)
@@ -95,6 +119,23 @@ def test_quality_runs_write_complete_records_and_resume(tmp_path, monkeypatch):
     assert [f.stat().st_mtime_ns for f in files] == mtimes
     with pytest.raises(SystemExit, match="unknown comparison"):
         quality.main(["--profile", "cpu-small", "--only", "nope", "--output_dir", str(tmp_path)])
+
+
+def test_neighbor_attention_runs_also_measure_mask_expressiveness(tmp_path, monkeypatch, data_dir):
+    monkeypatch.setenv("PAIRZOO_DATA_DIR", str(data_dir))
+    monkeypatch.setitem(quality.PROFILES["cpu-small"]["args"], "max_train_samples", 8)
+    monkeypatch.setitem(quality.PROFILES["cpu-small"]["args"], "max_eval_samples", 8)
+    monkeypatch.setitem(quality.PROFILES["cpu-small"], "esnli_rows", 6)
+    arm = quality.Arm("neighbor attention", "neighbor-attention", {"neighbor_layers": [0]})
+    comparison = quality.Comparison("na", (arm,), ("sick-e",), expressiveness=True)
+    monkeypatch.setattr(quality, "COMPARISONS", [comparison])
+    argv = ["--profile", "cpu-small", "--backbone", "tiny-bert", "--seeds", "0", "--output_dir", str(tmp_path)]
+    quality.main(argv)
+    metrics = json.loads((tmp_path / "runs" / "na__neighbor-attention__sick-e__seed0.json").read_text())["metrics"]
+    assert metrics["validation_keyword_examples"] == 8 and 0 < metrics["esnli_keyword_examples"] <= 6
+    for name in ("validation_recall@20", "validation_precision@20", "esnli_recall@20", "esnli_precision@20"):
+        assert 0.0 <= metrics[name] <= 100.0
+    assert "validation_accuracy" in metrics
 
 
 def test_speed_ratios_are_against_the_baseline_arm(tmp_path):

@@ -10,6 +10,10 @@ from ..fileio import write_text_atomic
 from ..registry import get_model_spec, list_models
 from .export import render_model_card
 
+# Metrics reported beside the main one when a run has them: the [MASK] expressiveness of neighbor attention (issue 7)
+# on the run's own dev split and, for models trained on SICK-E, on e-SNLI dev.
+EXTRA_METRICS = ("validation_recall@20", "esnli_recall@20")
+
 
 def main_metric(metrics: dict) -> str:
     """`validation_accuracy` for classification runs, `validation_spearman` for regression runs."""
@@ -17,6 +21,11 @@ def main_metric(metrics: dict) -> str:
         if name in metrics:
             return name
     raise ValueError(f"no known main metric among {sorted(metrics)}")
+
+
+def reported_metrics(metrics: dict) -> list[str]:
+    """The main metric, then each of `EXTRA_METRICS` the run has."""
+    return [main_metric(metrics), *(name for name in EXTRA_METRICS if metrics.get(name) is not None)]
 
 
 def load_runs(results_dir: Path) -> list[dict]:
@@ -36,17 +45,18 @@ def load_runs(results_dir: Path) -> list[dict]:
 
 
 def summarise(runs: list[dict]) -> list[dict]:
-    """One row per (comparison, dataset, arm): mean/std over seeds and the delta against the baseline arm."""
+    """One row per (comparison, dataset, arm, reported metric): mean/std over seeds and the delta against the baseline
+    arm on the same metric; `main` marks the main metric's rows."""
     groups: dict = defaultdict(list)
     order: dict = {}
     for run in runs:
-        key = (run["comparison"], run["dataset"], run["arm"])
-        groups[key].append(run)
-        order.setdefault(key, len(order))
+        for metric in reported_metrics(run["metrics"]):
+            key = (run["comparison"], run["dataset"], run["arm"], metric)
+            groups[key].append(run)
+            order.setdefault(key, len(order))
     rows = []
     for key in sorted(groups, key=order.get):
-        group = groups[key]
-        metric = main_metric(group[0]["metrics"])
+        group, metric = groups[key], key[3]
         values = [r["metrics"][metric] for r in sorted(group, key=lambda r: r["seed"])]
         rows.append(
             {
@@ -57,6 +67,7 @@ def summarise(runs: list[dict]) -> list[dict]:
                 "config_overrides": group[0]["config_overrides"],
                 "baseline": group[0]["baseline"],
                 "metric": metric.removeprefix("validation_"),
+                "main": metric == main_metric(group[0]["metrics"]),
                 "seeds": sorted(r["seed"] for r in group),
                 "values": values,
                 "mean": statistics.mean(values),
@@ -69,9 +80,9 @@ def summarise(runs: list[dict]) -> list[dict]:
                 "git_commits": sorted({r["git_commit"] for r in group}),
             }
         )
-    baselines = {(r["comparison"], r["dataset"]): r for r in rows if r["baseline"]}
+    baselines = {(r["comparison"], r["dataset"], r["metric"]): r for r in rows if r["baseline"]}
     for row in rows:
-        base = baselines.get((row["comparison"], row["dataset"]))
+        base = baselines.get((row["comparison"], row["dataset"], row["metric"]))
         if base is None or row["baseline"]:
             row["delta"], row["beyond_spread"] = None, None
             continue
@@ -79,9 +90,11 @@ def summarise(runs: list[dict]) -> list[dict]:
         spread_known = len(row["values"]) > 1 and len(base["values"]) > 1
         row["beyond_spread"] = abs(row["delta"]) > row["std"] + base["std"] if spread_known else None
     order = {}
-    for row in rows:  # comparisons and data sets in order of first appearance, the baseline first within each
-        order.setdefault((row["comparison"], row["dataset"]), len(order))
-    return sorted(rows, key=lambda r: (order[r["comparison"], r["dataset"]], not r["baseline"]))
+    for row in rows:  # (comparison, data set, metric) in order of first appearance, the baseline first within each
+        order.setdefault((row["comparison"], row["dataset"], not row["main"], row["metric"]), len(order))
+    return sorted(
+        rows, key=lambda r: (order[r["comparison"], r["dataset"], not r["main"], r["metric"]], not r["baseline"])
+    )
 
 
 def eval_results_for(results_dir: Path, model: str, config: dict) -> list[dict]:
@@ -93,7 +106,7 @@ def eval_results_for(results_dir: Path, model: str, config: dict) -> list[dict]:
     rows = [
         r
         for r in summarise(load_runs(results_dir))
-        if r["model"] == model and all(config.get(k) == v for k, v in r["config_overrides"].items())
+        if r["main"] and r["model"] == model and all(config.get(k) == v for k, v in r["config_overrides"].items())
     ]
     if not rows:
         return []
@@ -124,4 +137,12 @@ def update_model_card(folder: "str | Path", results_dir: "str | Path", base_mode
     return results
 
 
-__all__ = ["eval_results_for", "load_runs", "main_metric", "summarise", "update_model_card"]
+__all__ = [
+    "EXTRA_METRICS",
+    "eval_results_for",
+    "load_runs",
+    "main_metric",
+    "reported_metrics",
+    "summarise",
+    "update_model_card",
+]

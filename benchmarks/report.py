@@ -11,6 +11,7 @@ With `--readme README.md` the README's section between the results markers is re
 import argparse
 import json
 import os
+import statistics
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -130,28 +131,83 @@ def update_readme(readme: Path, section: str) -> None:
     write_text_atomic(readme, f"{head}{START}\n{section}\n{END}{tail}")
 
 
-def render(rows: list[dict], speed: "dict | None", image: str) -> str:
-    """The results Markdown: quality table and chart, speed targets (when measured), the papers' numbers."""
+# Knowledge-graph arms (`pairzoo.train_kg` run folders `<arm>__seed<S>`) and the router-free arm each is compared with.
+KG_ARMS = {"tri-hadamard": None, "tri-router": "tri-hadamard", "bi": None, "bi-router": "bi"}
+KG_METRICS = ("mrr", "hits@1", "hits@3", "hits@10")
+
+
+def load_kg_runs(kg_dir: Path) -> list[dict]:
+    """The `metrics.json` of every `<kg_dir>/<arm>__seed<S>/` run folder, with its arm and seed."""
+    runs = []
+    for path in sorted(kg_dir.glob("*__seed*/metrics.json")):
+        arm, seed = path.parent.name.rsplit("__seed", 1)
+        try:
+            runs.append({"arm": arm, "seed": int(seed), **json.loads(path.read_text())})
+        except (ValueError, json.JSONDecodeError) as err:
+            raise ValueError(f"KG run {str(path)!r} is not a `<arm>__seed<int>/metrics.json` file: {err}") from err
+    if not runs:
+        raise FileNotFoundError(f"no `<arm>__seed<S>/metrics.json` run folders in {str(kg_dir)!r}.")
+    return runs
+
+
+def kg_markdown(runs: list[dict]) -> str:
+    """WN18RR dev link prediction per arm: mean ± std over seeds (x100), MRR delta against the router-free arm."""
+    first = runs[0]["args"]
+    seeds = sorted({r["seed"] for r in runs})
+    lines = [
+        f"`python -m pairzoo.train_kg --model csr --backbone {first['backbone']} --max_steps {first['max_steps']} "
+        f"--batch_size {first['batch_size']} --max_length {first['max_length']} --eval_queries "
+        f"{first['eval_queries']}` per arm and seed (seeds {seeds}); dev triples in both directions, filtered ranks "
+        f"against all {runs[0]['dev']['num_entities']:,} entities.",
+        "",
+        "| arm | seeds | " + " | ".join(KG_METRICS) + " | MRR delta vs router-free | beyond seed spread |",
+        "|---|---|" + "---|" * len(KG_METRICS) + "---|---|",
+    ]
+    stats = {}
+    for arm in sorted({r["arm"] for r in runs}, key=lambda a: (list(KG_ARMS).index(a) if a in KG_ARMS else 99, a)):
+        group = [r for r in runs if r["arm"] == arm]
+        values = {m: [100 * r["dev"][m] for r in group] for m in KG_METRICS}
+        stats[arm] = {m: (statistics.mean(v), statistics.stdev(v) if len(v) > 1 else 0.0) for m, v in values.items()}
+        cells = [f"{mean:.2f} ± {std:.2f}" for mean, std in stats[arm].values()]
+        base = KG_ARMS.get(arm)
+        delta = beyond = ""
+        if base in stats:
+            (mean, std), (base_mean, base_std) = stats[arm]["mrr"], stats[base]["mrr"]
+            delta = f"{mean - base_mean:+.2f}"
+            beyond = "yes" if abs(mean - base_mean) > std + base_std else "no"
+        lines.append(f"| {arm} | {len(group)} | " + " | ".join(cells) + f" | {delta} | {beyond} |")
+    return "\n".join(lines)
+
+
+def render(rows: list[dict], speed: "dict | None", image: str, kg: "str | None" = None) -> str:
+    """The results Markdown: quality table and chart, WN18RR (when given), speed targets (when measured), the
+    papers' numbers."""
     parts = ["### Quality", "", f"![quality bars with seed std]({image})", "", quality_markdown(rows)]
+    if kg is not None:
+        parts += ["", "### WN18RR link prediction (CSR)", "", kg]
     if speed is not None:
         parts += ["", "### Speed and memory", "", speed_markdown(speed)]
     parts += ["", "### The papers' numbers", "", papers_markdown()]
     return "\n".join(parts)
 
 
-def build_report(results_dir: Path, readme: "Path | None" = None) -> str:
-    """Write RESULTS.md, summary.json and quality.png under `results_dir` (and the README section); returns the
-    Markdown of RESULTS.md."""
+def build_report(results_dir: Path, readme: "Path | None" = None, kg_dir: "Path | None" = None) -> str:
+    """Write RESULTS.md, summary.json and quality.png under `results_dir` (and the README section; with `kg_dir`,
+    the WN18RR table too, also written to `<kg_dir>/RESULTS.md`); returns the Markdown of RESULTS.md."""
     rows = summarise(load_runs(results_dir))
+    kg = None
+    if kg_dir is not None:
+        kg = kg_markdown(load_kg_runs(kg_dir))
+        write_text_atomic(kg_dir / "RESULTS.md", kg + "\n")
     speed_path = results_dir / "speed.json"
     speed = json.loads(speed_path.read_text()) if speed_path.exists() else None
     plot(rows, results_dir / "quality.png")
     write_text_atomic(results_dir / "summary.json", json.dumps(rows, indent=2, default=str))
-    markdown = render(rows, speed, "quality.png")
+    markdown = render(rows, speed, "quality.png", kg)
     write_text_atomic(results_dir / "RESULTS.md", markdown + "\n")
     if readme is not None:
         image = os.path.relpath(results_dir / "quality.png", readme.resolve().parent)
-        update_readme(readme, render(rows, speed, image))
+        update_readme(readme, render(rows, speed, image, kg))
     return markdown
 
 
@@ -159,14 +215,16 @@ def main(argv: "list[str] | None" = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("results_dir", type=Path)
     parser.add_argument("--readme", type=Path, default=None, help="README whose results section is regenerated")
+    parser.add_argument("--kg_dir", type=Path, default=None, help="folder of `pairzoo.train_kg` runs <arm>__seed<S>")
     args = parser.parse_args(argv)
     try:
-        print(build_report(args.results_dir.resolve(), args.readme))
+        kg_dir = args.kg_dir.resolve() if args.kg_dir else None
+        print(build_report(args.results_dir.resolve(), args.readme, kg_dir))
     except (FileNotFoundError, ValueError) as err:
         raise SystemExit(f"error: {err}") from err
 
 
-__all__ = ["build_report", "render"]
+__all__ = ["build_report", "kg_markdown", "load_kg_runs", "render"]
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -100,6 +100,26 @@ def test_report_writes_files_and_replaces_only_the_readme_section(tmp_path):
         report.build_report(tmp_path / "missing")
 
 
+def test_kg_table_comes_from_the_run_folders(tmp_path):
+    args = {"backbone": "minilm", "max_steps": 5, "batch_size": 4, "max_length": 16, "eval_queries": 3}
+    for arm, mrrs in (("bi", [0.10, 0.12]), ("bi-router", [0.20, 0.22])):
+        for seed, mrr in enumerate(mrrs):
+            folder = tmp_path / "kg" / f"{arm}__seed{seed}"
+            folder.mkdir(parents=True)
+            dev = {"mrr": mrr, "hits@1": mrr / 2, "hits@3": mrr, "hits@10": 2 * mrr, "num_entities": 9}
+            (folder / "metrics.json").write_text(json.dumps({"args": args, "dev": dev}))
+    _write_runs(tmp_path / "res", [_fake_run("c", "base", True, "mrpc", 0, 60.0)])
+    report.build_report(tmp_path / "res", kg_dir=tmp_path / "kg")
+    table = (tmp_path / "kg" / "RESULTS.md").read_text()
+    assert "| bi | 2 | 11.00 ± 1.41 | 5.50 ± 0.71 | 11.00 ± 1.41 | 22.00 ± 2.83 |  |  |" in table
+    assert "| bi-router | 2 | 21.00 ± 1.41 |" in table and "| +10.00 | yes |" in table
+    assert "--max_steps 5" in table and "WN18RR" in (tmp_path / "res" / "RESULTS.md").read_text()
+    (tmp_path / "kg" / "bi__seedX").mkdir()
+    (tmp_path / "kg" / "bi__seedX" / "metrics.json").write_text("{}")
+    with pytest.raises(ValueError, match="bi__seedX"):
+        report.load_kg_runs(tmp_path / "kg")
+
+
 def test_quality_runs_write_complete_records_and_resume(tmp_path, monkeypatch):
     monkeypatch.setitem(quality.PROFILES["cpu-small"]["args"], "max_train_samples", 16)
     monkeypatch.setitem(quality.PROFILES["cpu-small"]["args"], "max_eval_samples", 16)

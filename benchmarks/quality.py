@@ -293,6 +293,7 @@ def main(argv: "list[str] | None" = None) -> None:
     parser.add_argument("--backbone", default=None, help="override the profile's backbone")
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="override the profile's seeds")
     parser.add_argument("--only", nargs="+", default=None, help="comparison names to run (default: all)")
+    parser.add_argument("--datasets", nargs="+", default=None, help="of those, only these data sets (default: all)")
     parser.add_argument("--force", action="store_true", help="rerun runs whose result file exists")
     args = parser.parse_args(argv)
     profile = PROFILES[args.profile]
@@ -306,10 +307,16 @@ def main(argv: "list[str] | None" = None) -> None:
             known = [c.name for c in comparisons]
             raise SystemExit(f"--only: unknown comparison(s) {sorted(unknown)}; known: {known}")
         comparisons = [c for c in comparisons if c.name in args.only]
+    if args.datasets:
+        unknown = set(args.datasets) - {d for c in comparisons for d in c.datasets}
+        if unknown:
+            raise SystemExit(f"--datasets: {sorted(unknown)} not among the selected comparisons' data sets.")
     env = environment()
     started = time.time()
     for comparison in comparisons:
         for dataset in comparison.datasets:
+            if args.datasets and dataset not in args.datasets:
+                continue
             for seed in seeds:
                 for arm in comparison.arms:
                     path = output_dir / "runs" / f"{run_id(comparison, arm, dataset, seed)}.json"

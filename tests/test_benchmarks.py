@@ -139,6 +139,8 @@ def test_quality_runs_write_complete_records_and_resume(tmp_path, monkeypatch):
     assert [f.stat().st_mtime_ns for f in files] == mtimes
     with pytest.raises(SystemExit, match="unknown comparison"):
         quality.main(["--profile", "cpu-small", "--only", "nope", "--output_dir", str(tmp_path)])
+    with pytest.raises(SystemExit, match="--datasets"):
+        quality.main([*argv, "--datasets", "mrpc", "--output_dir", str(tmp_path)])
 
 
 def test_neighbor_attention_runs_also_measure_mask_expressiveness(tmp_path, monkeypatch, data_dir):

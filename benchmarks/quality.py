@@ -262,8 +262,7 @@ def expressiveness_metrics(export_dir: Path, dataset: str, args: dict, esnli_row
         rows = [dict(r) for r in load_dataset(name)["validation"]]
         rows = rows[: int(limit)] if limit is not None else rows
         torch.manual_seed(0)
-        with torch.no_grad():
-            result = evaluate_expressiveness(model, tokenizer, rows, keywords, k=20, max_length=length)
+        result = evaluate_expressiveness(model, tokenizer, rows, keywords, k=20, max_length=length)
         metrics[f"{prefix}_recall@20"] = result["recall@20"]
         metrics[f"{prefix}_precision@20"] = result["precision@20"]
         metrics[f"{prefix}_keyword_examples"] = result["examples_with_keywords"]

@@ -97,6 +97,7 @@ def keyword_token_ids(tokenizer, words: set[str]) -> "tuple[set[int], int]":
 
 
 @torch.no_grad()
+@torch.no_grad()
 def evaluate_expressiveness(
     model,
     tokenizer,

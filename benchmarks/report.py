@@ -3,7 +3,9 @@
 Reads the per-run JSON files `benchmarks/quality.py` wrote (and, when present, `speed.json` from
 `benchmarks/speed.py`), and writes beside them `RESULTS.md` (mean ± std over seeds, delta vs the comparison's
 baseline, whether the delta exceeds the seed spread), `summary.json` and `quality.png` (bars with std error bars).
-With `--readme README.md` the README's section between the results markers is replaced by the same tables.
+With `--readme README.md` the README's section between that folder's markers (`<!-- results:cpu-small:start -->`
+... `<!-- results:cpu-small:end -->` for `benchmarks/results/cpu-small`) is replaced by the same tables, so each
+profile's section is regenerated from its own runs and the others stay as they are.
 
     python benchmarks/report.py benchmarks/results/cpu-small --readme README.md
 """
@@ -20,8 +22,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 from pairzoo.fileio import write_text_atomic  # noqa: E402
 from pairzoo.hub_cards.results import load_runs, summarise  # noqa: E402
-
-START, END = "<!-- results:start -->", "<!-- results:end -->"
 
 # The papers' own headline numbers, with their backbones and data: context, not pairzoo measurements.
 PAPER_NUMBERS = [
@@ -121,14 +121,15 @@ def plot(rows: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
-def update_readme(readme: Path, section: str) -> None:
-    """Replace the text between the results markers of `readme` with `section`."""
+def update_readme(readme: Path, section: str, name: str) -> None:
+    """Replace the text between the `name` results markers of `readme` with `section`."""
+    start, end = f"<!-- results:{name}:start -->", f"<!-- results:{name}:end -->"
     text = readme.read_text()
-    if START not in text or END not in text:
-        raise ValueError(f"{str(readme)!r} has no {START} ... {END} markers.")
-    head, rest = text.split(START, 1)
-    _, tail = rest.split(END, 1)
-    write_text_atomic(readme, f"{head}{START}\n{section}\n{END}{tail}")
+    if start not in text or end not in text:
+        raise ValueError(f"{str(readme)!r} has no {start} ... {end} markers.")
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    write_text_atomic(readme, f"{head}{start}\n{section}\n{end}{tail}")
 
 
 # Knowledge-graph arms (`pairzoo.train_kg` run folders `<arm>__seed<S>`) and the router-free arm each is compared with.
@@ -207,7 +208,7 @@ def build_report(results_dir: Path, readme: "Path | None" = None, kg_dir: "Path 
     write_text_atomic(results_dir / "RESULTS.md", markdown + "\n")
     if readme is not None:
         image = os.path.relpath(results_dir / "quality.png", readme.resolve().parent)
-        update_readme(readme, render(rows, speed, image, kg))
+        update_readme(readme, render(rows, speed, image, kg), results_dir.name)
     return markdown
 
 

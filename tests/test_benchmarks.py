@@ -85,16 +85,18 @@ def test_report_writes_files_and_replaces_only_the_readme_section(tmp_path):
     runs = [_fake_run("c", a, a == "base", "mrpc", s, 60.0 + s + (a == "m")) for a in ("base", "m") for s in range(3)]
     _write_runs(tmp_path / "res", runs)
     readme = tmp_path / "README.md"
-    readme.write_text("# x\n\nbefore\n<!-- results:start -->\nold\n<!-- results:end -->\nafter\n")
+    other = "<!-- results:other:start -->\nkept\n<!-- results:other:end -->\n"
+    readme.write_text(f"# x\n\nbefore\n<!-- results:res:start -->\nold\n<!-- results:res:end -->\nafter\n{other}")
     markdown = report.build_report(tmp_path / "res", readme)
     text = readme.read_text()
-    assert text.startswith("# x\n\nbefore\n<!-- results:start -->\n### Quality") and text.endswith("end -->\nafter\n")
+    assert text.startswith("# x\n\nbefore\n<!-- results:res:start -->\n### Quality")
+    assert text.endswith(f"<!-- results:res:end -->\nafter\n{other}")
     assert "old" not in text and "| c | mrpc | m | accuracy | 62.00 ± 1.00 | +1.00 | no |" in markdown
     assert "res/quality.png" in text
     assert (tmp_path / "res" / "quality.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert len(json.loads((tmp_path / "res" / "summary.json").read_text())) == 2
-    readme.write_text("no markers")
-    with pytest.raises(ValueError, match="markers"):
+    readme.write_text("<!-- results:start -->\n<!-- results:end -->")
+    with pytest.raises(ValueError, match="results:res:start"):
         report.build_report(tmp_path / "res", readme)
     with pytest.raises(FileNotFoundError, match="runs"):
         report.build_report(tmp_path / "missing")

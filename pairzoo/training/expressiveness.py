@@ -97,7 +97,6 @@ def keyword_token_ids(tokenizer, words: set[str]) -> "tuple[set[int], int]":
 
 
 @torch.no_grad()
-@torch.no_grad()
 def evaluate_expressiveness(
     model,
     tokenizer,

@@ -145,6 +145,16 @@ def test_quality_runs_write_complete_records_and_resume(tmp_path, monkeypatch):
         quality.main([*argv, "--datasets", "mrpc", "--output_dir", str(tmp_path)])
 
 
+def test_cpu_small_caps_epochs_and_runs_each_comparison_on_its_home_data_set_only():
+    siamese = next(c for c in quality.COMPARISONS if c.name == "siamese-esim")
+    small, medium = quality.PROFILES["cpu-small"], quality.PROFILES["cpu-medium"]
+    assert quality.profile_datasets(siamese, small) == ("sick-e",)
+    assert quality.profile_datasets(siamese, medium) == ("sick-e", "mrpc")
+    assert quality.profile_train_args(siamese, siamese.arms[0], small)["num_train_epochs"] == 1
+    medium_args = quality.profile_train_args(siamese, siamese.arms[0], medium)
+    assert medium_args["num_train_epochs"] == 3 and medium_args["learning_rate"] == 1e-3
+
+
 def test_neighbor_attention_runs_also_measure_mask_expressiveness(tmp_path, monkeypatch, data_dir):
     monkeypatch.setenv("PAIRZOO_DATA_DIR", str(data_dir))
     monkeypatch.setitem(quality.PROFILES["cpu-small"]["args"], "max_train_samples", 8)

@@ -61,10 +61,12 @@ def quality_markdown(rows: list[dict]) -> str:
             beyond = "yes" if r["beyond_spread"] else "no"
         differs = {k: v for k, v in r["train_args"].items() if first["train_args"].get(k) != v}
         arm = r["arm"] + (f" ({', '.join(f'{k}={v}' for k, v in differs.items())})" if differs else "")
-        lines.append(
-            f"| {r['comparison']} | {r['dataset']} | {arm} | {r['metric']} | "
-            f"{r['mean']:.2f} ± {r['std']:.2f} | {delta} | {beyond} |"
+        value = (
+            f"{r['mean']:.2f} ± {r['std']:.2f}"
+            if len(r["seeds"]) > 1
+            else f"{r['mean']:.2f} (seed {r['seeds'][0]} only)"
         )
+        lines.append(f"| {r['comparison']} | {r['dataset']} | {arm} | {r['metric']} | {value} | {delta} | {beyond} |")
     lines.append("")
     lines.append("'Beyond seed spread': |delta| > std(arm) + std(baseline); unknown with a single seed.")
     return "\n".join(lines)

@@ -81,6 +81,17 @@ def test_extra_metrics_get_their_own_rows_and_deltas_but_stay_out_of_model_cards
     ]
 
 
+def test_a_single_seed_row_says_so_instead_of_a_zero_spread():
+    from pairzoo.hub_cards.results import summarise
+
+    runs = [_fake_run("c", "base", True, "mrpc", s, 60.0 + s) for s in range(3)] + [
+        _fake_run("c", "m", False, "mrpc", 0, 70)
+    ]
+    table = report.quality_markdown(summarise(runs))
+    assert "| c | mrpc | base | accuracy | 61.00 ± 1.00 | baseline |  |" in table
+    assert "| c | mrpc | m | accuracy | 70.00 (seed 0 only) | +9.00 | n/a (1 seed) |" in table
+
+
 def test_report_writes_files_and_replaces_only_the_readme_section(tmp_path):
     runs = [_fake_run("c", a, a == "base", "mrpc", s, 60.0 + s + (a == "m")) for a in ("base", "m") for s in range(3)]
     _write_runs(tmp_path / "res", runs)

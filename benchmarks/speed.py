@@ -34,6 +34,7 @@ from quality import Arm, available_comparisons, environment, write_json_atomic  
 
 from benchmarks.timing import interleaved, medians  # noqa: E402
 from pairzoo import create_model, list_models, load_tokenizer  # noqa: E402
+from pairzoo.registry import spec_for_model  # noqa: E402
 from pairzoo.training.collators import make_collator  # noqa: E402
 
 LONG_1 = "Two women in red jackets are walking their dogs through a park in the early morning fog. " * 40
@@ -48,8 +49,12 @@ def build(arm: Arm, backbone: str) -> torch.nn.Module:
 
 
 def make_batch(model, tokenizer, batch_size: int, length: int, labels: bool = False) -> dict:
-    """A batch of `batch_size` identical long rows truncated to `length` tokens, in the model's input format."""
-    rows = [{"sentence1": LONG_1, "sentence2": LONG_2, "condition": "The number of people."}] * batch_size
+    """A batch of `batch_size` identical long rows truncated to `length` tokens, in the model's input format; with a
+    condition only for the conditional-similarity models (the pair matchers reject one)."""
+    row = {"sentence1": LONG_1, "sentence2": LONG_2}
+    if spec_for_model(model).task == "conditional-similarity":
+        row["condition"] = "The number of people."
+    rows = [row] * batch_size
     if labels:
         rows = [{**r, "label": 1 if model.config.num_labels > 1 else 3.0} for r in rows]
     bounds = None if model.config.num_labels > 1 else (model.config.label_min, model.config.label_max)

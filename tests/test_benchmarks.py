@@ -1,12 +1,14 @@
 """Benchmarks: quality runs write one complete JSON per run and resume; the report's numbers are exactly those of the
 run files; speed ratios are measured against the baseline arm; README sections are regenerated between markers."""
 
+import dataclasses
 import json
 import statistics
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
@@ -193,6 +195,22 @@ def test_speed_ratios_are_against_the_baseline_arm(tmp_path):
     assert result["latency"][-1]["peak_extra_mib"]["bi-encoder"] > 0
     assert result["trainable_fraction"] == {"bi-encoder": 1.0, "bi-encoder + router": 1.0}
     assert json.loads((tmp_path / "speed.json").read_text())["comparisons"]["csr-bi"]["baseline"] == "bi-encoder"
+
+
+def test_every_benchmark_arm_runs_on_the_speed_batch_of_its_input_format():
+    from pairzoo import load_tokenizer
+
+    tokenizer = load_tokenizer("tiny-bert")
+    for comparison in quality.available_comparisons():
+        for arm in comparison.arms:
+            # defaults that need more than tiny-bert's 2 layers
+            tiny = {"comateformer": {"combined_layers": [0], "combined_head_fraction": 0.5}}
+            tiny["neighbor-attention"] = {"neighbor_layers": [0]}
+            arm = dataclasses.replace(arm, overrides={**arm.overrides, **tiny.get(arm.model, {})})
+            model = speed.build(arm, "tiny-bert")
+            with torch.inference_mode():
+                out = model(**speed.make_batch(model, tokenizer, 2, 24))
+            assert out.logits.shape[0] == 2, (comparison.name, arm.label)
 
 
 def test_targets_are_judged_from_the_measured_ratios():

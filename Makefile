@@ -36,7 +36,7 @@ app: $(STAMP)
 	$(PY) app.py $(APP_ARGS)
 
 # The cpu-small benchmark profile end to end (under an hour on 2 cores), then the README's results section. Speed at
-# length 128 only here; `benchmarks/speed.py` without --lengths also measures 64 and 512 (about an hour more on CPU).
+# length 128 only here; `benchmarks/speed.py` without --lengths also measures 64 and 512 (much slower on CPU).
 BENCH_DIR := benchmarks/results/cpu-small
 bench: $(STAMP)
 	$(PY) benchmarks/quality.py --profile cpu-small --output_dir $(BENCH_DIR)

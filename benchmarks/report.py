@@ -83,6 +83,18 @@ def speed_markdown(speed: dict) -> str:
     ]
     for t in speed["targets"]:
         lines.append(f"| {t['method']} | {t['target']} | {t['measured']:.3g} | {'yes' if t['met'] else 'no'} |")
+    step = speed.get("neighbor_attention_step")
+    if step:
+        wall, flops = step["wall_ratio_over_full"], step["flop_ratio_over_full"]
+        lines += [
+            "",
+            "Neighbor attention's training step (`benchmarks/speed_neighbor_attention.py`,"
+            f" batch {step['batch_size']}, length {step['length']}, neighbor layers {step['neighbor_layers']}):"
+            f" {wall['neighbor']:.3g}x the wall time of full fine-tuning (BitFit {wall['bitfit']:.3g}x),"
+            f" {flops['neighbor']:.3g}x its FLOPs; the neighbor search is"
+            f" {step['neighbor_search_share_of_step_wall']:.1%} of the step's wall time and"
+            f" {step['neighbor_search_share_of_step_flops']:.1%} of its FLOPs.",
+        ]
     return "\n".join(lines)
 
 

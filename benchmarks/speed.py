@@ -9,9 +9,10 @@ For each comparison of `benchmarks/quality.py` (same arms, same backbone, random
 Timings: one warm-up, then `--repeats` runs alternating between the arms (so load from other processes hits all
 alike), medians; CUDA timings synchronise. Then the methods' own targets: the CSR grid (200 sentences x 20
 conditions, cached tri-encoder vs bi-encoder; `benchmarks/speed_csr.py`), Comateformer's time/memory at batch 32,
-length 128, the Siamese matchers' per-pair latency against the MiniLM cross-encoder
-(`benchmarks/speed_siamese_matcher.py`). Everything goes to `<output_dir>/speed.json`; `benchmarks/report.py`
-renders it.
+length 128, SEAVER's time at batch 32, length 128, the Siamese matchers' per-pair latency against the MiniLM
+cross-encoder (`benchmarks/speed_siamese_matcher.py`), neighbor attention's training step with its neighbor-search
+share and trainable fraction of the backbone (`benchmarks/speed_neighbor_attention.py`, length 128). Everything
+goes to `<output_dir>/speed.json`; `benchmarks/report.py` renders it.
 
     python benchmarks/speed.py --output_dir benchmarks/results/cpu-small
 """
@@ -195,9 +196,22 @@ def siamese_targets(siamese: dict) -> list[dict]:
     return found
 
 
-def targets(results: dict, csr: "dict | None", siamese: "dict | None" = None) -> list[dict]:
+def targets(
+    results: dict, csr: "dict | None", siamese: "dict | None" = None, neighbor_step: "dict | None" = None
+) -> list[dict]:
     """The speed/memory targets of the methods' issues, measured values and whether they are met."""
     found = siamese_targets(siamese) if siamese else []
+    seaver = results.get("seaver")
+    row = _row(seaver, 128, 32) if seaver else None
+    if row:
+        found.append(
+            {
+                "method": "seaver",
+                "target": "inference time <= 1.10x the cross-encoder (batch 32, length 128)",
+                "measured": row["ratio"]["seaver"],
+                "met": row["ratio"]["seaver"] <= 1.10,
+            }
+        )
     comate = results.get("comateformer")
     row = _row(comate, 128, 32) if comate else None
     if row:
@@ -233,6 +247,16 @@ def targets(results: dict, csr: "dict | None", siamese: "dict | None" = None) ->
                 "target": "router overhead <= 1.10x the tri-encoder baseline",
                 "measured": csr["router_overhead_direct"],
                 "met": csr["router_overhead_direct"] <= 1.10,
+            }
+        )
+    if neighbor_step:
+        fraction = neighbor_step["trainable_fraction_of_backbone"]["neighbor"]
+        found.append(
+            {
+                "method": "neighbor-attention",
+                "target": "trainable parameters <= 0.06 of the backbone's",
+                "measured": fraction,
+                "met": fraction <= 0.06,
             }
         )
     return found
@@ -273,6 +297,12 @@ def main(argv: "list[str] | None" = None) -> dict:
         import speed_siamese_matcher
 
         siamese = speed_siamese_matcher.main(["--repeats", str(max(args.repeats, 5))])
+    neighbor_step = None
+    if "neighbor-attention" in results:
+        import speed_neighbor_attention
+
+        argv = ["--backbone", args.backbone, "--length", "128", "--repeats", str(args.repeats)]
+        neighbor_step = speed_neighbor_attention.main([*argv, "--threads", str(torch.get_num_threads())])
     device = torch.cuda.get_device_name(0) if DEVICE == "cuda" else f"CPU, {torch.get_num_threads()} threads"
     payload = {
         "device": device,
@@ -281,7 +311,8 @@ def main(argv: "list[str] | None" = None) -> dict:
         "comparisons": results,
         "csr_grid": csr,
         "siamese_latency": siamese,
-        "targets": targets(results, csr, siamese),
+        "neighbor_attention_step": neighbor_step,
+        "targets": targets(results, csr, siamese, neighbor_step),
         **environment(),
     }
     write_json_atomic(args.output_dir / "speed.json", payload)

@@ -8,7 +8,8 @@ so that load from other processes hits them alike. Reported as JSON: medians of 
 (steadier on a shared machine with `--threads 1`), their ratios over full fine-tuning, the neighbor-search share of
 the neighbor-attention step (time inside `select_neighbors`: the batched h W_e^T / sqrt(d) over the whole vocabulary,
 top-K and the k-of-K draw, measured in the same steps), and the same shares in counted FLOPs
-(`torch.utils.flop_counter`, matmuls only), which no load from other processes can disturb.
+(`torch.utils.flop_counter`, matmuls only), which no load from other processes can disturb; and the trainable
+parameters as a fraction of the backbone's (issue target: at most 6%). `benchmarks/speed.py` runs it at length 128.
 """
 
 import argparse
@@ -23,6 +24,7 @@ from pairzoo import create_model, load_tokenizer
 from pairzoo.modeling.modeling_neighbor_attention import encode_neighbor_attention_inputs
 
 LABEL_WORDS = ["entailment", "neutral", "contradiction"]
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def _inputs(backbone: str, batch_size: int, length: int) -> "dict[str, torch.Tensor]":
@@ -36,7 +38,7 @@ def _inputs(backbone: str, batch_size: int, length: int) -> "dict[str, torch.Ten
     if batch["input_ids"].shape != (batch_size, length):
         raise ValueError(f"could not build inputs of length {length}: got {tuple(batch['input_ids'].shape)}.")
     batch["labels"] = torch.arange(batch_size) % len(LABEL_WORDS)
-    return batch
+    return {k: v.to(DEVICE) for k, v in batch.items()}
 
 
 class _SearchTimer:
@@ -84,9 +86,9 @@ def main(argv: "list[str] | None" = None) -> dict:
     torch.manual_seed(0)
     overrides = {"num_labels": len(LABEL_WORDS), "label_words": LABEL_WORDS, **json.loads(args.overrides)}
     models = {
-        mode: create_model(
-            "neighbor-attention", backbone=args.backbone, **{**overrides, "training_mode": mode}
-        ).train()
+        mode: create_model("neighbor-attention", backbone=args.backbone, **{**overrides, "training_mode": mode})
+        .to(DEVICE)
+        .train()
         for mode in ("neighbor", "full", "bitfit")
     }
     optimizers = {
@@ -108,6 +110,7 @@ def main(argv: "list[str] | None" = None) -> dict:
     search_flops = counter.get_total_flops()
     wall, cpu = medians(times)
     trainable = {name: sum(p.numel() for p in m.parameters() if p.requires_grad) for name, m in models.items()}
+    backbone = sum(p.numel() for p in models["neighbor"].backbone.parameters())
     result = {
         "backbone": args.backbone,
         "batch_size": args.batch_size,
@@ -117,6 +120,8 @@ def main(argv: "list[str] | None" = None) -> dict:
         "overrides": json.loads(args.overrides),
         "neighbor_layers": models["neighbor"].neighbor_layers,
         "trainable_parameters": trainable,
+        "backbone_parameters": backbone,
+        "trainable_fraction_of_backbone": {name: count / backbone for name, count in trainable.items()},
         "median_step_wall_seconds": wall,
         "median_step_cpu_seconds": cpu,
         "wall_ratio_over_full": {name: wall[name] / wall["full"] for name in models},

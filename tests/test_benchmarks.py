@@ -222,6 +222,35 @@ def test_targets_are_judged_from_the_measured_ratios():
                                      "esim+sfa / esim (target <= 2)": 1.5}}}  # fmt: skip
     found = speed.targets({}, None, siamese)
     assert [(t["measured"], t["met"]) for t in found] == [(0.4, False), (1.5, True)]
+    seaver = {"latency": [{**row, "batch_size": 1, "ratio": {"seaver": 1.0}}, {**row, "ratio": {"seaver": 1.12}}]}
+    step = {"trainable_fraction_of_backbone": {"neighbor": 0.05, "full": 1.01}}
+    found = speed.targets({"seaver": seaver}, None, None, step)
+    assert [(t["method"], t["measured"], t["met"]) for t in found] == [
+        ("seaver", 1.12, False),
+        ("neighbor-attention", 0.05, True),
+    ]
+
+
+def test_neighbor_attention_step_benchmark_counts_the_added_parameters_and_times_the_search():
+    import speed_neighbor_attention
+
+    from pairzoo import create_model
+
+    overrides = {"neighbor_layers": [0]}
+    argv = ["--backbone", "tiny-bert", "--batch_size", "2", "--length", "24", "--repeats", "1"]
+    result = speed_neighbor_attention.main([*argv, "--warmup", "0", "--overrides", json.dumps(overrides)])
+    model = create_model("neighbor-attention", backbone="tiny-bert", num_labels=3, **overrides)
+    added = [model.neighbor_projections, model.neighbor_transform, model.neighbor_layer_norm, model.classifier]
+    backbone = sum(p.numel() for p in model.backbone.parameters())
+    assert result["backbone_parameters"] == backbone
+    expected = sum(p.numel() for module in added for p in module.parameters()) / backbone
+    assert result["trainable_fraction_of_backbone"]["neighbor"] == pytest.approx(expected)
+    head = sum(p.numel() for p in model.classifier.parameters())
+    assert result["trainable_fraction_of_backbone"]["full"] == pytest.approx(1 + head / backbone)  # no neighbor layers
+    assert 0 < result["neighbor_search_share_of_step_wall"] < 1
+    assert 0 < result["neighbor_search_share_of_step_flops"] < 1
+    text = report.speed_markdown({"device": "CPU", "repeats": 1, "targets": [], "neighbor_attention_step": result})
+    assert f"{result['neighbor_search_share_of_step_wall']:.1%} of the step's wall time" in text
 
 
 def test_model_card_gets_the_results_of_the_most_specific_matching_arm(tmp_path):

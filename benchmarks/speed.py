@@ -196,42 +196,33 @@ def siamese_targets(siamese: dict) -> list[dict]:
     return found
 
 
+def _at_batch_32_length_128(results: dict, method: str, key: str, limit: float, target: str) -> list[dict]:
+    """A `<= limit` target on the method's arm's `key` ratio ("ratio": time, "memory_ratio") at batch 32, length 128;
+    nothing when that shape was not measured."""
+    row = _row(results[method], 128, 32) if method in results else None
+    if row is None or key not in row:
+        return []
+    measured = row[key][method]
+    return [
+        {
+            "method": method,
+            "target": f"{target} (batch 32, length 128)",
+            "measured": measured,
+            "met": measured <= limit,
+        }
+    ]
+
+
 def targets(
     results: dict, csr: "dict | None", siamese: "dict | None" = None, neighbor_step: "dict | None" = None
 ) -> list[dict]:
     """The speed/memory targets of the methods' issues, measured values and whether they are met."""
     found = siamese_targets(siamese) if siamese else []
-    seaver = results.get("seaver")
-    row = _row(seaver, 128, 32) if seaver else None
-    if row:
-        found.append(
-            {
-                "method": "seaver",
-                "target": "inference time <= 1.10x the cross-encoder (batch 32, length 128)",
-                "measured": row["ratio"]["seaver"],
-                "met": row["ratio"]["seaver"] <= 1.10,
-            }
-        )
-    comate = results.get("comateformer")
-    row = _row(comate, 128, 32) if comate else None
-    if row:
-        found.append(
-            {
-                "method": "comateformer",
-                "target": "forward time <= 1.5x plain backbone (batch 32, length 128)",
-                "measured": row["ratio"]["comateformer"],
-                "met": row["ratio"]["comateformer"] <= 1.5,
-            }
-        )
-        if "memory_ratio" in row:
-            found.append(
-                {
-                    "method": "comateformer",
-                    "target": "peak extra memory <= 1.3x plain backbone (batch 32, length 128)",
-                    "measured": row["memory_ratio"]["comateformer"],
-                    "met": row["memory_ratio"]["comateformer"] <= 1.3,
-                }
-            )
+    found += _at_batch_32_length_128(results, "seaver", "ratio", 1.10, "inference time <= 1.10x the cross-encoder")
+    found += _at_batch_32_length_128(results, "comateformer", "ratio", 1.5, "forward time <= 1.5x plain backbone")
+    found += _at_batch_32_length_128(
+        results, "comateformer", "memory_ratio", 1.3, "peak extra memory <= 1.3x plain backbone"
+    )
     if csr:
         found.append(
             {

@@ -38,7 +38,8 @@ def quality_markdown(rows: list[dict]) -> str:
     first = rows[0]
     caps = ", ".join(f"{k}={v}" for k, v in first["train_args"].items())
     hardware = first["hardware"]
-    machine = hardware["cuda"] or f"CPU ({hardware['cpu_count']} cores, {hardware['torch_threads']} torch threads)"
+    threads = " or ".join(str(t) for t in sorted({t for r in rows for t in r["torch_threads"]}))
+    machine = hardware["cuda"] or f"CPU ({hardware['cpu_count']} cores, {threads} torch threads)"
     seeds = sorted({seed for r in rows for seed in r["seeds"]})
     commits = ", ".join(
         f"`{c[:12]}{'-dirty' if c.endswith('-dirty') else ''}`"

@@ -94,6 +94,14 @@ def test_a_single_seed_row_says_so_instead_of_a_zero_spread():
     assert "| c | mrpc | m | accuracy | 70.00 (seed 0 only) | +9.00 | n/a (1 seed) |" in table
 
 
+def test_the_table_header_names_every_torch_thread_count_its_runs_used():
+    from pairzoo.hub_cards.results import summarise
+
+    runs = [_fake_run("c", "base", True, "mrpc", s, 60.0) for s in range(2)]
+    runs[1]["hardware"] = {**runs[1]["hardware"], "torch_threads": 1}
+    assert "CPU (2 cores, 1 or 2 torch threads)" in report.quality_markdown(summarise(runs))
+
+
 def test_report_writes_files_and_replaces_only_the_readme_section(tmp_path):
     runs = [_fake_run("c", a, a == "base", "mrpc", s, 60.0 + s + (a == "m")) for a in ("base", "m") for s in range(3)]
     _write_runs(tmp_path / "res", runs)

@@ -77,6 +77,7 @@ def summarise(runs: list[dict]) -> list[dict]:
                 "backbone": group[0]["backbone"],
                 "train_args": group[0]["train_args"],
                 "hardware": group[0]["hardware"],
+                "torch_threads": sorted({r["hardware"]["torch_threads"] for r in group}),
                 "git_commits": sorted({r["git_commit"] for r in group}),
             }
         )

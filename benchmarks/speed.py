@@ -292,8 +292,8 @@ def main(argv: "list[str] | None" = None) -> dict:
     if "neighbor-attention" in results:
         import speed_neighbor_attention
 
-        argv = ["--backbone", args.backbone, "--length", "128", "--repeats", str(args.repeats)]
-        neighbor_step = speed_neighbor_attention.main([*argv, "--threads", str(torch.get_num_threads())])
+        flags = ["--backbone", args.backbone, "--length", "128", "--repeats", str(args.repeats)]
+        neighbor_step = speed_neighbor_attention.main([*flags, "--threads", str(torch.get_num_threads())])
     device = torch.cuda.get_device_name(0) if DEVICE == "cuda" else f"CPU, {torch.get_num_threads()} threads"
     payload = {
         "device": device,

@@ -20,6 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing pairzoo
 
+from benchmarks.speed_siamese_matcher import format_table as siamese_table  # noqa: E402
 from pairzoo.fileio import write_text_atomic  # noqa: E402
 from pairzoo.hub_cards.results import load_runs, summarise  # noqa: E402
 
@@ -74,7 +75,8 @@ def quality_markdown(rows: list[dict]) -> str:
 
 
 def speed_markdown(speed: dict) -> str:
-    """The speed/memory targets table from `speed.json`."""
+    """The speed/memory targets table from `speed.json`, then the neighbor-attention step and the Siamese matchers'
+    parameter/latency table when they were measured."""
     lines = [
         f"Speed and memory (`benchmarks/speed.py`, {speed['device']}, medians of {speed['repeats']} timed runs "
         "after warm-up, ratios measured in one process per comparison):",
@@ -95,6 +97,14 @@ def speed_markdown(speed: dict) -> str:
             f" {flops['neighbor']:.3g}x its FLOPs; the neighbor search is"
             f" {step['neighbor_search_share_of_step_wall']:.1%} of the step's wall time and"
             f" {step['neighbor_search_share_of_step_flops']:.1%} of its FLOPs.",
+        ]
+    siamese = speed.get("siamese_latency")
+    if siamese:
+        lines += [
+            "",
+            "Siamese matchers and the MiniLM cross-encoder, per pair (`benchmarks/speed_siamese_matcher.py`):",
+            "",
+            siamese_table(siamese),
         ]
     return "\n".join(lines)
 

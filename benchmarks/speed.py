@@ -294,7 +294,7 @@ def main(argv: "list[str] | None" = None) -> dict:
 
         flags = ["--backbone", args.backbone, "--length", "128", "--repeats", str(args.repeats)]
         neighbor_step = speed_neighbor_attention.main([*flags, "--threads", str(torch.get_num_threads())])
-    device = torch.cuda.get_device_name(0) if DEVICE == "cuda" else f"CPU, {torch.get_num_threads()} threads"
+    device = torch.cuda.get_device_name(0) if DEVICE == "cuda" else f"CPU, torch threads: {torch.get_num_threads()}"
     payload = {
         "device": device,
         "backbone": args.backbone,

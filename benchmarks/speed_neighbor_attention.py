@@ -17,9 +17,8 @@ import json
 import statistics
 
 import torch
-from torch.utils.flop_counter import FlopCounterMode
 
-from benchmarks.timing import clock, interleaved, medians
+from benchmarks.timing import clock, counted_flops, interleaved, medians
 from pairzoo import create_model, load_tokenizer
 from pairzoo.modeling.modeling_neighbor_attention import encode_neighbor_attention_inputs
 
@@ -64,11 +63,16 @@ def _step(model, optimizer, batch) -> None:
     optimizer.step()
 
 
-def _flops(model, batch) -> int:
-    with FlopCounterMode(display=False) as counter:
-        model(**batch).loss.backward()
+def _backward(model, batch) -> None:
+    """Forward and backward, gradients dropped: the FLOPs of a training step without the optimizer update."""
+    model(**batch).loss.backward()
     model.zero_grad(set_to_none=True)
-    return counter.get_total_flops()
+
+
+@torch.no_grad()
+def _search(model, batch) -> None:
+    """The neighbor search alone, on the embedding-layer states of `batch`."""
+    model.select_neighbors(model.backbone.embeddings(input_ids=batch["input_ids"]), batch["input_ids"])
 
 
 def main(argv: "list[str] | None" = None) -> dict:
@@ -102,12 +106,8 @@ def main(argv: "list[str] | None" = None) -> dict:
     times = interleaved(steps, 0, args.repeats)
     search_wall, search_cpu = timer.wall / args.repeats, timer.cpu / args.repeats
     models["neighbor"].select_neighbors = timer.inner
-    flops = {name: _flops(model, batch) for name, model in models.items()}
-    with FlopCounterMode(display=False) as counter:
-        with torch.no_grad():
-            hidden = models["neighbor"].backbone.embeddings(input_ids=batch["input_ids"])
-            models["neighbor"].select_neighbors(hidden, batch["input_ids"])
-    search_flops = counter.get_total_flops()
+    flops = {name: counted_flops(lambda m=model: _backward(m, batch)) for name, model in models.items()}
+    search_flops = counted_flops(lambda: _search(models["neighbor"], batch))
     wall, cpu = medians(times)
     trainable = {name: sum(p.numel() for p in m.parameters() if p.requires_grad) for name, m in models.items()}
     backbone = sum(p.numel() for p in models["neighbor"].backbone.parameters())

@@ -13,9 +13,8 @@ import argparse
 import json
 
 import torch
-from torch.utils.flop_counter import FlopCounterMode
 
-from benchmarks.timing import interleaved, medians
+from benchmarks.timing import counted_flops, interleaved, medians
 from pairzoo import create_model, encode_conditional_inputs, load_tokenizer
 
 
@@ -30,12 +29,6 @@ def _inputs(backbone: str, batch_size: int, length: int) -> "dict[str, torch.Ten
     if batch["input_ids"].shape != (batch_size, length):
         raise ValueError(f"could not build inputs of length {length}: got {tuple(batch['input_ids'].shape)}.")
     return batch
-
-
-def _flops(model, batch) -> int:
-    with FlopCounterMode(display=False) as counter:
-        model(**batch)
-    return counter.get_total_flops()
 
 
 def main(argv: "list[str] | None" = None) -> dict:
@@ -59,7 +52,7 @@ def main(argv: "list[str] | None" = None) -> dict:
     with torch.inference_mode():
         calls = {name: (lambda m=model: m(**batch)) for name, model in models.items()}
         wall, cpu = medians(interleaved(calls, args.warmup, args.repeats))
-        flops = {name: _flops(model, batch) for name, model in models.items()}
+        flops = {name: counted_flops(lambda m=model: m(**batch)) for name, model in models.items()}
     result = {
         "backbone": args.backbone,
         "batch_size": args.batch_size,

@@ -9,10 +9,13 @@ cross-encoder reads the pair as one `[CLS] s1 SEP s2 SEP` sequence of the same w
 processes hits all of them alike. Medians of wall-clock and process CPU time per forward are divided by the batch
 size (per-pair latency) and printed as JSON with the issue's two ratios: RE2+SFA over the cross-encoder (target at
 most 0.1) and each block over its host without it (target for SFA at most 2, tagged for issue 6's hosts ESIM and RE2;
-the other hosts' ratios are reported untagged). A text table follows the JSON: parameters (millions, with and without
-the 30522 x 384 word-embedding matrix) and per-pair wall time at each batch size, next to the columns of the SFA
-paper's Table 1 (its parameter counts and latencies, measured on its own hardware); those figures could not be found
-in the sources available offline, so the columns read "n/a" rather than guessed numbers.
+the other hosts' ratios are reported untagged). Counted FLOPs per pair (`torch.utils.flop_counter`: matrix products
+and convolutions, GRUs included; at batch 1) compare the models free of machine load and of per-operator overhead;
+where arithmetic dominates they bound how low a latency ratio can go. A Markdown table follows the JSON (`report.py`
+renders the same table from `speed.json`): parameters (millions, with and without the 30522 x 384 word-embedding
+matrix), MFLOPs per pair and per-pair wall time at each batch size, next to the columns of the SFA paper's Table 1
+(its parameter counts and latencies, measured on its own hardware); those figures could not be found in the sources
+available offline, so the columns read "n/a" rather than guessed numbers.
 """
 
 import argparse
@@ -20,7 +23,7 @@ import json
 
 import torch
 
-from benchmarks.timing import interleaved, medians
+from benchmarks.timing import counted_flops, interleaved, medians
 from pairzoo import create_model, encode_conditional_inputs, load_tokenizer
 from pairzoo.pipelines.pipeline_conditional_similarity import encode_tri_inputs
 
@@ -85,6 +88,10 @@ def main(argv: "list[str] | None" = None) -> dict:
     tokenizer = load_tokenizer("minilm")
     per_pair: dict[str, dict[str, dict[str, float]]] = {}
     with torch.inference_mode():
+        single = _inputs(tokenizer, 1, args.length)
+        flops = {
+            name: counted_flops(lambda m=model, b=single[formats[name]]: m(**b)) for name, model in models.items()
+        }
         for batch_size in args.batch_sizes:
             batches = _inputs(tokenizer, batch_size, args.length)
             calls = {name: (lambda m=model, b=batches[formats[name]]: m(**b)) for name, model in models.items()}
@@ -109,6 +116,7 @@ def main(argv: "list[str] | None" = None) -> dict:
                     latency[f"{matcher}+{block}"]["wall_ms"] / host
                 )
             ratios[batch_size][f"{matcher}+none / cross-encoder"] = host / latency["cross-encoder"]["wall_ms"]
+    flop_ratios = {f"{name} / cross-encoder": count / flops["cross-encoder"] for name, count in flops.items()}
     result = {
         "length": args.length,
         "hidden_size": args.hidden_size,
@@ -116,6 +124,8 @@ def main(argv: "list[str] | None" = None) -> dict:
         "threads": torch.get_num_threads(),
         "parameters": parameters,
         "parameters_without_embeddings": without_embeddings,
+        "flops_per_pair": flops,
+        "flop_ratios": flop_ratios,
         "per_pair_latency": per_pair,
         "wall_ratios": ratios,
         "paper_table_1": {
@@ -130,27 +140,26 @@ def main(argv: "list[str] | None" = None) -> dict:
 
 
 def format_table(result: dict) -> str:
-    """The measurements as a text table beside the SFA paper's Table 1 columns ("n/a" where not available)."""
+    """The measurements as a Markdown table beside the SFA paper's Table 1 columns ("n/a" where not available)."""
     sizes = list(result["per_pair_latency"])
-    header = ["model", "params (M)", "params w/o emb. (M)"] + [f"ms/pair @ batch {b}" for b in sizes]
-    header += ["paper params (M)", "paper ms"]
-    rows = []
+    flops = result.get("flops_per_pair", {})
+    header = ["model", "params (M)", "params w/o emb. (M)"] + (["MFLOPs/pair"] if flops else [])
+    header += [f"ms/pair, batch {b}" for b in sizes] + ["paper params (M)", "paper ms"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for name, count in result["parameters"].items():
         paper = result["paper_table_1"]["rows"][name]
         row = [name, f"{count / 1e6:.2f}", f"{result['parameters_without_embeddings'][name] / 1e6:.3f}"]
+        row += [f"{flops[name] / 1e6:.1f}"] if flops else []
         row += [f"{result['per_pair_latency'][b][name]['wall_ms']:.3f}" for b in sizes]
         row += ["n/a" if paper[key] is None else f"{paper[key]:g}" for key in ("params_m", "latency_ms")]
-        rows.append(row)
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(r, widths)) for r in [header, *rows]]
-    lines.insert(1, "  ".join("-" * width for width in widths))
+        lines.append("| " + " | ".join(row) + " |")
     note = (
-        f"this machine: {result['threads']} threads, sentences of {result['length']} tokens, hidden size "
-        f"{result['hidden_size']}; paper columns: paper's, on its hardware"
+        f"This machine: torch threads: {result['threads']}, sentences of {result['length']} tokens, hidden size "
+        f"{result['hidden_size']}, medians of {result['repeats']}; paper columns: the paper's, on its hardware"
     )
     if not result["paper_table_1"]["available"]:
         note += " (not available: the SFA paper's Table 1 could not be retrieved offline; no figure is guessed)"
-    return "\n".join([*lines, note])
+    return "\n".join([*lines, "", note + "."])
 
 
 if __name__ == "__main__":

@@ -261,6 +261,50 @@ def test_neighbor_attention_step_benchmark_counts_the_added_parameters_and_times
     assert f"{result['neighbor_search_share_of_step_wall']:.1%} of the step's wall time" in text
 
 
+@pytest.mark.parametrize("grad_mode", [torch.inference_mode, torch.no_grad, torch.enable_grad])
+@pytest.mark.parametrize("packed", [False, True])
+def test_counted_flops_include_fused_lstms_in_every_grad_mode(grad_mode, packed):
+    from benchmarks.timing import counted_flops
+
+    lstm = torch.nn.LSTM(12, 5, num_layers=2, bidirectional=True, batch_first=True)
+    inputs, lengths = torch.randn(3, 7, 12), [7, 4, 2]
+    if packed:
+        inputs = torch.nn.utils.rnn.pack_padded_sequence(inputs, lengths, batch_first=True)
+    tokens = sum(lengths) if packed else 3 * 7
+    # Every layer and direction: 4 gates x (input + hidden) weights per token; layer 2 reads both directions.
+    expected = 2 * tokens * 2 * (4 * 5 * (12 + 5) + 4 * 5 * (10 + 5))
+    with grad_mode():
+        assert counted_flops(lambda: lstm(inputs)) == expected
+
+
+def test_siamese_latency_benchmark_counts_the_cross_encoder_flops_and_renders_every_model():
+    import speed_siamese_matcher
+
+    argv = ["--matchers", "re2", "--batch_sizes", "1", "2", "--length", "8", "--repeats", "1", "--warmup", "0"]
+    result = speed_siamese_matcher.main([*argv, "--threads", "1"])
+    flops = result["flops_per_pair"]
+    assert flops["re2+none"] < flops["re2+fa"] < flops["re2+sfa"]
+    # The cross-encoder reads 2 * 8 - 1 tokens: its encoder's linear layers cost 2 * tokens * in * out each, its
+    # attention at most 4 * tokens^2 * hidden per layer, its pooler and head read one position.
+    from pairzoo import create_model
+
+    cross = create_model("cross-encoder", backbone="minilm", num_labels=3)
+    tokens, backbone = 15, cross.backbone.config
+
+    def weights(module: torch.nn.Module) -> int:
+        return sum(m.in_features * m.out_features for m in module.modules() if isinstance(m, torch.nn.Linear))
+
+    linear = 2 * tokens * weights(cross.backbone.encoder) + 2 * (weights(cross) - weights(cross.backbone.encoder))
+    attention = 4 * tokens**2 * backbone.hidden_size * backbone.num_hidden_layers
+    assert linear <= flops["cross-encoder"] <= linear + attention
+    assert result["flop_ratios"]["re2+sfa / cross-encoder"] == pytest.approx(flops["re2+sfa"] / flops["cross-encoder"])
+    text = report.speed_markdown({"device": "CPU", "repeats": 1, "targets": [], "siamese_latency": result})
+    for name in ("re2+none", "re2+fa", "re2+sfa", "cross-encoder"):
+        row = next(line for line in text.splitlines() if line.startswith(f"| {name} |"))
+        assert f"| {flops[name] / 1e6:.1f} |" in row
+        assert f"| {result['parameters'][name] / 1e6:.2f} |" in row
+
+
 def test_model_card_gets_the_results_of_the_most_specific_matching_arm(tmp_path):
     from pairzoo import create_model, load_tokenizer
     from pairzoo.hub_cards import export_model

@@ -33,7 +33,7 @@ sys.path.insert(0, str(BENCH))
 
 from quality import Arm, available_comparisons, environment, write_json_atomic  # noqa: E402
 
-from benchmarks.timing import interleaved, medians  # noqa: E402
+from benchmarks.timing import interleaved, medians, trainable_fraction  # noqa: E402
 from pairzoo import create_model, list_models, load_tokenizer  # noqa: E402
 from pairzoo.registry import spec_for_model  # noqa: E402
 from pairzoo.training.collators import make_collator  # noqa: E402
@@ -88,11 +88,6 @@ def time_train_step(models: dict, batches: dict, repeats: int) -> dict:
     for model in models.values():
         model.eval()
     return wall
-
-
-def trainable_fraction(model: torch.nn.Module) -> float:
-    total = sum(p.numel() for p in model.parameters())
-    return sum(p.numel() for p in model.parameters() if p.requires_grad) / total
 
 
 def status_kib(field: str) -> int:

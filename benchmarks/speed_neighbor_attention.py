@@ -8,7 +8,7 @@ so that load from other processes hits them alike. Reported as JSON: medians of 
 (steadier on a shared machine with `--threads 1`), their ratios over full fine-tuning, the neighbor-search share of
 the neighbor-attention step (time inside `select_neighbors`: the batched h W_e^T / sqrt(d) over the whole vocabulary,
 top-K and the k-of-K draw, measured in the same steps), and the same shares in counted FLOPs
-(`torch.utils.flop_counter`, matmuls only), which no load from other processes can disturb; and the trainable
+(`benchmarks.timing.counted_flops`), which no load from other processes can disturb; and the trainable
 parameters as a fraction of the backbone's (issue target: at most 6%). `benchmarks/speed.py` runs it at length 128.
 """
 
@@ -18,7 +18,7 @@ import statistics
 
 import torch
 
-from benchmarks.timing import clock, counted_flops, interleaved, medians
+from benchmarks.timing import clock, counted_flops, interleaved, medians, trainable_fraction
 from pairzoo import create_model, load_tokenizer
 from pairzoo.modeling.modeling_neighbor_attention import encode_neighbor_attention_inputs
 
@@ -110,7 +110,7 @@ def main(argv: "list[str] | None" = None) -> dict:
     search_flops = counted_flops(lambda: _search(models["neighbor"], batch))
     wall, cpu = medians(times)
     trainable = {name: sum(p.numel() for p in m.parameters() if p.requires_grad) for name, m in models.items()}
-    backbone = sum(p.numel() for p in models["neighbor"].backbone.parameters())
+    backbone = models["neighbor"].backbone
     result = {
         "backbone": args.backbone,
         "batch_size": args.batch_size,
@@ -120,8 +120,8 @@ def main(argv: "list[str] | None" = None) -> dict:
         "overrides": json.loads(args.overrides),
         "neighbor_layers": models["neighbor"].neighbor_layers,
         "trainable_parameters": trainable,
-        "backbone_parameters": backbone,
-        "trainable_fraction_of_backbone": {name: count / backbone for name, count in trainable.items()},
+        "backbone_parameters": backbone.num_parameters(),
+        "trainable_fraction_of_backbone": {name: trainable_fraction(m, of=backbone) for name, m in models.items()},
         "median_step_wall_seconds": wall,
         "median_step_cpu_seconds": cpu,
         "wall_ratio_over_full": {name: wall[name] / wall["full"] for name in models},

@@ -1,6 +1,7 @@
 """The clock of every speed benchmark: wall-clock and process-CPU seconds of one call (CUDA synchronised before and
 after when a GPU is present), repeats interleaved across the compared models so that load from other processes hits
-them alike, and medians; and the FLOP count of one call, which no load from other processes can disturb."""
+them alike, and medians; the FLOP count of one call, which no load from other processes can disturb; and the share of
+a model's parameters that trains."""
 
 import math
 import statistics
@@ -75,3 +76,9 @@ def counted_flops(fn: Callable[[], object]) -> int:
     with FlopCounterMode(display=False, custom_mapping=_LSTM) as counter:
         fn()
     return counter.get_total_flops()
+
+
+def trainable_fraction(model: torch.nn.Module, of: "torch.nn.Module | None" = None) -> float:
+    """Trainable parameters of `model` over all parameters of `of` (default: of `model` itself)."""
+    total = sum(p.numel() for p in (of or model).parameters())
+    return sum(p.numel() for p in model.parameters() if p.requires_grad) / total

@@ -10,12 +10,12 @@ processes hits all of them alike. Medians of wall-clock and process CPU time per
 size (per-pair latency) and printed as JSON with the issue's two ratios: RE2+SFA over the cross-encoder (target at
 most 0.1) and each block over its host without it (target for SFA at most 2, tagged for issue 6's hosts ESIM and RE2;
 the other hosts' ratios are reported untagged). Counted FLOPs per pair (`benchmarks.timing.counted_flops`: matrix
-products, convolutions and recurrent layers; at batch 1) compare the models free of machine load and of per-operator overhead;
-where arithmetic dominates they bound how low a latency ratio can go. A Markdown table follows the JSON (`report.py`
-renders the same table from `speed.json`): parameters (millions, with and without the 30522 x 384 word-embedding
-matrix), MFLOPs per pair and per-pair wall time at each batch size, next to the columns of the SFA paper's Table 1
-(its parameter counts and latencies, measured on its own hardware); those figures could not be found in the sources
-available offline, so the columns read "n/a" rather than guessed numbers.
+products, convolutions and recurrent layers; at batch 1) compare the models free of machine load and of
+per-operator overhead; where arithmetic dominates they bound how low a latency ratio can go. A Markdown table
+follows the JSON (`report.py` renders the same table from `speed.json`): parameters (millions, with and without the
+30522 x 384 word-embedding matrix), MFLOPs per pair and per-pair wall time at each batch size, next to the columns of
+the SFA paper's Table 1 (its parameter counts and latencies, measured on its own hardware); those figures could not
+be found in the sources available offline, so the columns read "n/a" rather than guessed numbers.
 """
 
 import argparse

@@ -3,7 +3,7 @@
 import fnmatch
 from dataclasses import dataclass, field
 
-from transformers import PretrainedConfig, PreTrainedModel
+from transformers import AutoConfig, PretrainedConfig, PreTrainedModel
 
 from .backbones import DEFAULT_BACKBONE, TINY_BACKBONES, resolve_backbone, tiny_backbone_config
 
@@ -33,8 +33,12 @@ def register_model(spec: ModelSpec) -> None:
     _MODELS[spec.name] = spec
 
 
-def list_models(pattern: str = "*") -> list[str]:
-    """Registered model names matching a shell-style `pattern`, sorted."""
+def list_models(pattern: "str | None" = "*") -> list[str]:
+    """Registered model names matching a shell-style `pattern` (`None` matches every name, as `"*"` does), sorted."""
+    if pattern is None:
+        pattern = "*"
+    if not isinstance(pattern, str):
+        raise ValueError(f"`pattern` must be a shell-style pattern string or None, got {pattern!r}.")
     return sorted(name for name in _MODELS if fnmatch.fnmatch(name, pattern))
 
 
@@ -59,16 +63,18 @@ def create_model(
     """Build model `name` on `backbone` (a backbone name, local folder or Hub id).
 
     With `pretrained=True` the encoder gets the backbone's pretrained weights (tiny test backbones have none and are
-    always random); method parameters are initialised by the model. `config_overrides` are method hyper-parameters.
+    always random); method parameters are initialised by the model. `config_overrides` are fields of the method's
+    config (unknown or mistyped ones are a ValueError); the backbone's own config comes from `backbone` alone.
     """
     spec = get_model_spec(name)
+    if "backbone_config" in config_overrides:
+        raise ValueError("`backbone_config` cannot be overridden: choose the encoder with `backbone=`.")
     kwargs = {**spec.defaults, **config_overrides}
     if backbone in TINY_BACKBONES:
-        config = spec.config_class(backbone_config=tiny_backbone_config(backbone), **kwargs)
-        return spec.model_class(config)
+        return spec.model_class(spec.config_class(backbone_config=tiny_backbone_config(backbone), **kwargs))
     path = resolve_backbone(backbone)
+    # Checks the overrides against the backbone's depth and sizes before any pretrained weight is read.
+    config = spec.config_class(backbone_config=AutoConfig.from_pretrained(path), **kwargs)
     if pretrained:
         return spec.model_class.from_backbone(path, **kwargs)
-    from transformers import AutoConfig
-
-    return spec.model_class(spec.config_class(backbone_config=AutoConfig.from_pretrained(path), **kwargs))
+    return spec.model_class(config)

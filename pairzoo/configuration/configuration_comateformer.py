@@ -14,6 +14,16 @@ GATES = ("double_sigmoid", "center")
 AFFINITY_FUNCTIONS = ("tanh", "sigmoid")
 DIFFERENCE_FUNCTIONS = ("sigmoid", "tanh", "arctan")
 SUPPORTED_BACKBONES = ("bert", "roberta")
+# The paper's placement on BERT-base: combined heads in layers 1-3 (0-based 0-2), on 50%, 40% and 30% of their heads.
+PAPER_COMBINED_LAYERS = (0, 1, 2)
+PAPER_HEAD_FRACTIONS = (0.5, 0.4, 0.3)
+
+
+def default_combined_layers(num_hidden_layers: "int | None") -> list[int]:
+    """The paper's combined layers, its encoder's first three, clamped to the layers an encoder of `num_hidden_layers`
+    layers has: [0, 1, 2] on 3 or more layers (BERT-base, the 6-layer MiniLM), [0, 1] on the 2-layer test backbones;
+    [0, 1, 2] when the depth is unknown."""
+    return [i for i in PAPER_COMBINED_LAYERS if num_hidden_layers is None or i < num_hidden_layers]
 
 
 class ComateformerConfig(LabelledConfig):
@@ -48,13 +58,17 @@ class ComateformerConfig(LabelledConfig):
         backbone_config (`PretrainedConfig` or `dict`, *optional*, defaults to `None`):
             Config of the encoder (`bert` or `roberta` family). Stored inside this config so `from_pretrained(dir)`
             rebuilds the whole model offline. Required to build a model.
-        combined_layers (`list[int]`, *optional*, defaults to `[0, 1, 2]`):
-            0-based encoder layers that get combined heads (the paper: layers 1-3). Unique, each in
-            `[0, num_hidden_layers)`. `[]` gives the plain backbone.
-        combined_head_fraction (`float` or `list[float]`, *optional*, defaults to `[0.5, 0.4, 0.3]`):
+        combined_layers (`list[int]`, *optional*, defaults to `None`):
+            0-based encoder layers that get combined heads. Unique, each in `[0, num_hidden_layers)`. `[]` gives the
+            plain backbone. `None` is the paper's placement, its encoder's first three layers (1-3), clamped to the
+            backbone's depth (`default_combined_layers`): `[0, 1, 2]` on BERT-base and the 6-layer MiniLM, `[0, 1]`
+            on the 2-layer test backbones; it is resolved here, so the saved config lists the layers.
+        combined_head_fraction (`float` or `list[float]`, *optional*, defaults to `None`):
             Fraction of heads replaced in each of `combined_layers` (one value per layer, or one value for all), each
             in [0, 1]. Layer l gets ceil(f_l * H) combined heads, the first heads of the layer. All zeros gives the
-            plain backbone exactly.
+            plain backbone exactly. `None` is the paper's 0.5, 0.4, 0.3 (one per layer of three `combined_layers`),
+            trimmed with the default placement on a shallower backbone (`[0.5, 0.4]` on 2 layers); other explicit
+            `combined_layers` need their own fractions.
         alpha (`float`, *optional*, defaults to 1.0):
             Scale of the affinity E.
         beta (`float`, *optional*, defaults to 1.0):
@@ -88,8 +102,8 @@ class ComateformerConfig(LabelledConfig):
     def __init__(
         self,
         backbone_config=None,
-        combined_layers: "list[int] | tuple[int, ...]" = (0, 1, 2),
-        combined_head_fraction: "float | list[float] | tuple[float, ...]" = (0.5, 0.4, 0.3),
+        combined_layers: "list[int] | tuple[int, ...] | None" = None,
+        combined_head_fraction: "float | list[float] | tuple[float, ...] | None" = None,
         alpha: float = 1.0,
         beta: float = 1.0,
         gate: str = "double_sigmoid",
@@ -103,17 +117,26 @@ class ComateformerConfig(LabelledConfig):
         **kwargs,
     ):
         backbone_config = coerce_backbone_config(backbone_config)
-        if not isinstance(combined_layers, (list, tuple)) or any(
-            isinstance(i, bool) or not isinstance(i, int) for i in combined_layers
-        ):
-            raise ValueError(f"`combined_layers` must be a list of layer indices, got {combined_layers!r}.")
+        num_layers = getattr(backbone_config, "num_hidden_layers", None)
+        if combined_layers is None:
+            combined_layers = default_combined_layers(num_layers)
+            if combined_head_fraction is None:
+                combined_head_fraction = PAPER_HEAD_FRACTIONS[: len(combined_layers)]
         combined_layers = list(combined_layers)
         if len(set(combined_layers)) != len(combined_layers):
             raise ValueError(f"`combined_layers` must not repeat a layer, got {combined_layers}.")
-        num_layers = getattr(backbone_config, "num_hidden_layers", None)
         for i in combined_layers:
-            check_range("combined_layers", i, 0, None if num_layers is None else num_layers - 1)
-        if isinstance(combined_head_fraction, (int, float)) and not isinstance(combined_head_fraction, bool):
+            if num_layers is None:
+                check_range("combined_layers", i, 0)
+            elif not 0 <= i < num_layers:
+                raise ValueError(
+                    f"`combined_layers` holds layer {i}, outside the 0-based layers of a {num_layers}-layer backbone; "
+                    f"leave `combined_layers` None for the paper's placement on this depth "
+                    f"({default_combined_layers(num_layers)}) or list existing layers."
+                )
+        if combined_head_fraction is None:
+            combined_head_fraction = PAPER_HEAD_FRACTIONS
+        if isinstance(combined_head_fraction, (int, float)):
             combined_head_fraction = [combined_head_fraction] * len(combined_layers)
         if not isinstance(combined_head_fraction, (list, tuple)) or len(combined_head_fraction) != len(
             combined_layers
@@ -129,8 +152,6 @@ class ComateformerConfig(LabelledConfig):
         check_choice("gate", gate, GATES)
         check_choice("affinity_fn", affinity_fn, AFFINITY_FUNCTIONS)
         check_choice("difference_fn", difference_fn, DIFFERENCE_FUNCTIONS)
-        check_choice("center_affinity", center_affinity, (True, False))
-        check_choice("center_difference", center_difference, (True, False))
         if classifier_dropout is not None:
             check_range("classifier_dropout", classifier_dropout, 0.0, 1.0)
         check_label_scale(label_min, label_max)

@@ -1,11 +1,16 @@
 """Configuration of CSR, condition-specified routers (EMNLP 2024, bigai-nlco/CSR), and its C-STS baselines."""
 
-from transformers import PretrainedConfig
+from .common import (
+    BACKBONE_SUB_CONFIG,
+    PairzooConfig,
+    check_choice,
+    check_label_scale,
+    check_range,
+    coerce_backbone_config,
+)
 
-from .common import BACKBONE_SUB_CONFIG, check_choice, check_label_scale, check_range, coerce_backbone_config
 
-
-class CsrConfig(PretrainedConfig):
+class CsrConfig(PairzooConfig):
     r"""
     Hyper-parameters of [`CsrModel`]: conditioned sentence embeddings compared by cosine similarity. With
     `use_router=True` (the method) the condition re-weights each sentence token's attention context in the router
@@ -75,7 +80,6 @@ class CsrConfig(PretrainedConfig):
         **kwargs,
     ):
         check_choice("architecture", architecture, ("tri", "bi"))
-        check_choice("use_router", use_router, (True, False))
         check_choice("router", router, ("key", "hidden", "heavy"))
         check_choice("router_scale", router_scale, ("head", "hidden"))
         check_choice("weighting", weighting, ("one_plus", "only", "random"))
@@ -93,10 +97,6 @@ class CsrConfig(PretrainedConfig):
             raise ValueError(f"`num_labels` must be 1 (CSR is a cosine-similarity regressor), got {num_labels}.")
         self.backbone_config = coerce_backbone_config(backbone_config)
         if router_layers is not None:
-            if isinstance(router_layers, int) or not all(
-                isinstance(t, int) and not isinstance(t, bool) for t in router_layers
-            ):
-                raise ValueError(f"`router_layers` must be a list of layer indices, got {router_layers!r}.")
             router_layers = sorted(set(router_layers))
             if not router_layers:
                 raise ValueError("`router_layers` must name at least one layer (or be None for the last layer).")

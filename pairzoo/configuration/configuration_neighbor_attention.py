@@ -1,8 +1,6 @@
 """Configuration of neighbor attention on a frozen masked-language-model encoder (the seed paper of issue 7)."""
 
-from transformers import PretrainedConfig
-
-from .common import BACKBONE_SUB_CONFIG, check_choice, check_range, coerce_backbone_config
+from .common import BACKBONE_SUB_CONFIG, PairzooConfig, check_choice, check_range, coerce_backbone_config
 
 TRAINING_MODES = ("neighbor", "full", "bitfit")
 PROMPT_FORMATS = ("label_words", "mask_only")
@@ -10,15 +8,15 @@ DECODERS = ("mlm_head", "input_embeddings")
 
 
 def default_neighbor_layers(num_hidden_layers: int) -> list[int]:
-    """The upper half of the encoder except its last layer, 0-based: layers n//2 .. n-2.
+    """The upper half of the encoder except its last layer, 0-based: layers n//2 .. n-2, and at least layer n-2.
 
     BERT-base (12 layers) gives 6..10, the paper's 1-based 7-11; the 6-layer MiniLM gives [3, 4] (1-based 4-5); a
-    2-layer encoder gives no layer, so tiny test backbones must name their neighbor layers.
+    2-layer encoder (the tiny test backbones) gives [0], the one layer below its last; a 1-layer encoder gives none.
     """
-    return list(range(num_hidden_layers // 2, num_hidden_layers - 1))
+    return list(range(max(0, min(num_hidden_layers // 2, num_hidden_layers - 2)), num_hidden_layers - 1))
 
 
-class NeighborAttentionConfig(PretrainedConfig):
+class NeighborAttentionConfig(PairzooConfig):
     r"""
     Hyper-parameters of [`NeighborAttentionForSequenceClassification`]: a frozen masked-language-model encoder reads
     `[CLS] [MASK]' Y1 or ... or Yp of [MASK] [SEP] [MASK]' x1 [SEP] [MASK]' x2 [SEP]`, its upper layers add neighbor
@@ -34,8 +32,8 @@ class NeighborAttentionConfig(PretrainedConfig):
             `"bitfit"`: baseline, only the encoder's bias terms (and the classifier) train, no neighbor attention.
         neighbor_layers (`list[int]`, *optional*, defaults to `None`):
             0-based encoder layers with neighbor attention (`"neighbor"` mode only). `None` takes the upper half
-            except the last layer (`default_neighbor_layers`: [3, 4] on the 6-layer MiniLM, 6-10 on BERT-base). The
-            last layer is always frozen and neighbor-free, so it may not be listed.
+            except the last layer (`default_neighbor_layers`: [3, 4] on the 6-layer MiniLM, 6-10 on BERT-base, [0] on
+            a 2-layer encoder). The last layer is always frozen and neighbor-free, so it may not be listed.
         num_candidates (`int`, *optional*, defaults to 100):
             K, vocabulary candidates per token: the top-K of exp(W_e h_i^T / sqrt(d)).
         num_neighbors (`int`, *optional*, defaults to 10):
@@ -122,7 +120,6 @@ class NeighborAttentionConfig(PretrainedConfig):
                 )
         self.backbone_config = coerce_backbone_config(backbone_config)
         if neighbor_layers is not None:
-            neighbor_layers = [int(i) for i in neighbor_layers]
             if len(set(neighbor_layers)) != len(neighbor_layers):
                 raise ValueError(f"`neighbor_layers` must not repeat a layer, got {neighbor_layers}.")
             neighbor_layers = sorted(neighbor_layers)
@@ -132,11 +129,13 @@ class NeighborAttentionConfig(PretrainedConfig):
             if any(not 0 <= i < layers - 1 for i in chosen):
                 raise ValueError(
                     f"`neighbor_layers` must be 0-based layers in [0, {layers - 2}] (the last layer stays "
-                    f"neighbor-free), got {chosen}."
+                    f"neighbor-free), got {chosen}; `None` gives {default_neighbor_layers(layers)} on this "
+                    f"{layers}-layer encoder."
                 )
             if training_mode == "neighbor" and not chosen:
                 raise ValueError(
-                    f"`neighbor_layers` is empty for a {layers}-layer encoder; name at least one layer below the last."
+                    f"`neighbor_layers` is empty for a {layers}-layer encoder; name at least one layer below the last "
+                    "(a 1-layer encoder has none: use `training_mode='full'` or `'bitfit'`)."
                 )
             if num_candidates > self.backbone_config.vocab_size:
                 raise ValueError(
@@ -150,7 +149,7 @@ class NeighborAttentionConfig(PretrainedConfig):
         self.lambda_m = float(lambda_m)
         self.lambda_n = float(lambda_n)
         self.untouched_fraction = float(untouched_fraction)
-        self.connecting_tokens = bool(connecting_tokens)
+        self.connecting_tokens = connecting_tokens
         self.label_words = label_words
         self.prompt_format = prompt_format
         self.token_decoder = token_decoder

@@ -86,8 +86,6 @@ class SeaverConfig(LabelledConfig):
     ):
         check_range("alpha", alpha, 0.0)
         check_choice("reweighting_source", reweighting_source, ("condition", "random"))
-        check_choice("detach_reweighting", detach_reweighting, (True, False))
-        check_choice("use_reweighting", use_reweighting, (True, False))
         check_choice("pooling", pooling, ("cls", "mean", "flatten"))
         if pooling == "flatten":
             if isinstance(flatten_length, bool) or not isinstance(flatten_length, int):

@@ -3,7 +3,8 @@
 Each (comparison, arm, data set, seed) is one `pairzoo.train` run; its result is written, atomically, as one JSON file
 under `<output_dir>/runs/` (config, seed, metrics, wall time, hardware, package versions, git commit). Existing files
 are kept, so an interrupted benchmark resumes where it stopped (`--force` reruns). `benchmarks/report.py` turns the
-files into the Markdown table, the bar chart and the README's "Results" section.
+files into the Markdown table, the bar chart and the README's "Results" section. `--list` prints the planned runs
+(id, epochs, training rows, done or not) without training; `--max_runs N` stops after N trained runs.
 
 Profiles:
 - `cpu-small`: the bundled MiniLM, capped rows, one epoch for every run (also where a comparison trains longer) and
@@ -14,6 +15,21 @@ Profiles:
   on 2 cores): the budget of the method issues' notes.
 - `full`: any backbone, full training splits, three epochs, each run launched with `accelerate launch` (one GPU or
   several), for a GPU machine.
+- `cpu-full`: the budget of the sentence-transformers peer (`../shared/reference/peers_minilm.json`, issue 22):
+  full training and dev splits, length 128, batch 16, learning rate 2e-5, warmup 0.1, weight decay 0.01, and the
+  peer's epochs per data set (STS-B 1, SICK-E 2, MRPC 2; `dataset_args`); seeds 0-2, in this process. Its runs
+  come in `stages` (issue 22's required grid first, then the other Siamese hosts, MRPC, the other methods), each
+  stage seed-major, so a partial grid has every arm on the same seeds.
+- `gpu`: issue 22's required grid at 3 epochs, 5 seeds, batch 32, bf16 when CUDA is available, in one command on
+  one GPU (the comment above `PROFILES["gpu"]` estimates 21 minutes on one H100).
+
+Training arguments of a run, later ones winning: the profile's `args`, its `dataset_args` for the run's data set,
+the comparison's `train_args`, the arm's `train_args` (then, on CUDA, the profile's `cuda_args`). So a method whose
+paper trains it differently (the Siamese hosts: learning rate 1e-3, 3 epochs) keeps its own schedule under every
+profile, and only the models without one take the peer's per-data-set epochs. An arm or comparison with `profiles`
+runs only in those profiles, so issue 22's arms leave the older profiles' run ids as they were. An arm whose
+config overrides its model's config does not take (an option not in this checkout) is refused before anything
+trains, since the config would keep it as an inert attribute; `--list` names such arms.
 
 Neighbor attention's runs also score the decoded [MASK] state (Recall@20, Precision@20; `expressiveness_metrics`) on
 their dev split and, when trained on SICK-E, on the first `esnli_rows` e-SNLI dev rows of the profile (200, 1,000,
@@ -21,6 +37,9 @@ all); the report lists these as extra rows next to accuracy.
 
     python benchmarks/quality.py --profile cpu-small --output_dir benchmarks/results/cpu-small
     python benchmarks/quality.py --profile full --backbone roberta-base --only comateformer
+    python benchmarks/quality.py --profile cpu-full --list
+    python benchmarks/quality.py --profile cpu-full --only comateformer --datasets stsb --seeds 0 --max_runs 2
+    python benchmarks/quality.py --profile gpu
 """
 
 import argparse
@@ -39,29 +58,38 @@ sys.path.insert(0, str(REPO))  # run from a checkout without installing pairzoo
 
 from pairzoo.fileio import write_text_atomic  # noqa: E402
 
+# Profiles of issue 22 (the peer's budget and the GPU grid); the others are the earlier profiles, whose committed run
+# files name exactly the arms that had no `profiles` restriction then.
+PEER_PROFILES = ("cpu-full", "gpu")
+EARLIER_PROFILES = ("cpu-small", "cpu-medium", "full")
+
 
 @dataclass(frozen=True)
 class Arm:
     """One model configuration of a comparison: `label` names it in tables; `train_args` only where the method's
-    paper trains it differently (e.g. a larger learning rate for parameter-efficient training)."""
+    paper trains it differently (e.g. a larger learning rate for parameter-efficient training); `profiles`: the
+    profiles that run it (None: all)."""
 
     label: str
     model: str
     overrides: dict = field(default_factory=dict)
     train_args: dict = field(default_factory=dict)
+    profiles: "tuple | None" = None
 
 
 @dataclass(frozen=True)
 class Comparison:
-    """A method's arms against its baseline (the first arm) on `datasets`, with the same training arguments.
-    `expressiveness`: after training, also measure Recall@20 / Precision@20 of the decoded [MASK] state
-    (`pairzoo.training.expressiveness`) on the run's dev split and, for SICK-E runs, on e-SNLI dev."""
+    """A method's arms against its baseline (the first arm a profile runs) on `datasets`, with the same training
+    arguments. `expressiveness`: after training, also measure Recall@20 / Precision@20 of the decoded [MASK] state
+    (`pairzoo.training.expressiveness`) on the run's dev split and, for SICK-E runs, on e-SNLI dev. `profiles`: the
+    profiles that run it (None: all)."""
 
     name: str
     arms: tuple
     datasets: tuple
     train_args: dict = field(default_factory=dict)
     expressiveness: bool = False
+    profiles: "tuple | None" = None
 
     @property
     def baseline(self) -> Arm:
@@ -71,6 +99,10 @@ class Comparison:
 CSR_TRI = {"architecture": "tri"}
 CSR_BI = {"architecture": "bi"}
 COMPARISONS = [
+    # pairzoo's own cross-encoder beside the sentence-transformers CrossEncoder of the peer file (issue 22)
+    Comparison(
+        "cross-encoder", (Arm("cross-encoder", "cross-encoder"),), ("stsb", "sick-e", "mrpc"), profiles=PEER_PROFILES
+    ),
     Comparison(
         "seaver",
         (Arm("cross-encoder", "cross-encoder"), Arm("seaver", "seaver")),
@@ -96,13 +128,40 @@ COMPARISONS = [
         "comateformer",
         (
             Arm("plain backbone", "comateformer", {"combined_layers": [], "combined_head_fraction": []}),
-            Arm("comateformer", "comateformer"),
+            # the model's defaults, whatever they are when the profile runs
+            Arm("comateformer", "comateformer", profiles=EARLIER_PROFILES),
+            # issue 22: the paper's exact form and the integration options, each named by its options
+            Arm("comateformer (paper)", "comateformer", {"integration": "paper"}, profiles=PEER_PROFILES),
+            Arm("comateformer (mix)", "comateformer", {"integration": "mix"}, profiles=PEER_PROFILES),
+            Arm(
+                "comateformer (mix, l1)",
+                "comateformer",
+                {"integration": "mix", "key_normalization": "l1"},
+                profiles=PEER_PROFILES,
+            ),
         ),
         ("sick-e", "mrpc", "stsb", "rte"),
     ),
 ]
 
-for _matcher in ("esim", "re2", "bimpm", "cafe", "diin", "drcn"):
+MATCHERS = ("esim", "re2", "bimpm", "cafe", "diin", "drcn")
+# issue 22: DRCN + SFA with a skip connection around the block, and with the squeeze of the earlier code (branches
+# summed before the average and max) instead of the paper's eq. 6
+DRCN_SFA_VARIANTS = (
+    Arm(
+        "drcn + sfa (residual)",
+        "siamese-matcher",
+        {"matcher": "drcn", "feature_attention": "sfa", "feature_attention_residual": True},
+        profiles=PEER_PROFILES,
+    ),
+    Arm(
+        "drcn + sfa (branch-sum squeeze)",
+        "siamese-matcher",
+        {"matcher": "drcn", "feature_attention": "sfa", "sfa_squeeze": "branch_sum"},
+        profiles=PEER_PROFILES,
+    ),
+)
+for _matcher in MATCHERS:
     COMPARISONS.append(
         Comparison(
             f"siamese-{_matcher}",
@@ -113,7 +172,8 @@ for _matcher in ("esim", "re2", "bimpm", "cafe", "diin", "drcn"):
                     {"matcher": _matcher, "feature_attention": fa},
                 )
                 for fa in ("none", "fa", "sfa")
-            ),
+            )
+            + (DRCN_SFA_VARIANTS if _matcher == "drcn" else ()),
             ("sick-e", "mrpc"),
             # small randomly initialised networks on frozen-or-not MiniLM word embeddings: a larger step size
             {"learning_rate": 1e-3, "num_train_epochs": 3},
@@ -138,6 +198,19 @@ COMPARISONS.append(
     )
 )
 
+# Full training-split sizes, for `--list` only (what a run trains on is what `pairzoo.train` loads).
+TRAIN_ROWS = {"stsb": 5749, "sick-e": 4439, "mrpc": 3668, "rte": 2490}
+
+# Issue 22's required grid: pairzoo's cross-encoder and Comateformer's arms on the peer's three data sets, and ESIM,
+# RE2 and DRCN (with its SFA variants) with none/FA/SFA on SICK-E.
+ISSUE22_REQUIRED = (
+    ("cross-encoder", ("stsb", "sick-e", "mrpc")),
+    ("comateformer", ("stsb", "sick-e", "mrpc")),
+    ("siamese-esim", ("sick-e",)),
+    ("siamese-re2", ("sick-e",)),
+    ("siamese-drcn", ("sick-e",)),
+)
+
 # The training schedule shared by the CPU profiles; they differ only in rows and length.
 CPU_TRAINING = {
     "num_train_epochs": 1,
@@ -145,6 +218,16 @@ CPU_TRAINING = {
     "per_device_eval_batch_size": 64,
     "learning_rate": 5e-5,
     "warmup_steps": 0.1,
+}
+# The recipe of the sentence-transformers CrossEncoder runs in ../shared/reference/peers_minilm.json.
+PEER_TRAINING = {
+    "max_length": 128,
+    "num_train_epochs": 1,
+    "per_device_train_batch_size": 16,
+    "per_device_eval_batch_size": 64,
+    "learning_rate": 2e-5,
+    "warmup_steps": 0.1,
+    "weight_decay": 0.01,
 }
 PROFILES = {
     "cpu-small": {
@@ -185,6 +268,55 @@ PROFILES = {
         },
         "esnli_rows": None,
         "launcher": "accelerate",
+    },
+    "cpu-full": {
+        "about": "the sentence-transformers peer's budget (issue 22): full splits, the peer's epochs per data set",
+        "backbone": "minilm",
+        "seeds": (0, 1, 2),
+        "args": PEER_TRAINING,
+        "dataset_args": {
+            "stsb": {"num_train_epochs": 1},
+            "sick-e": {"num_train_epochs": 2},
+            "mrpc": {"num_train_epochs": 2},
+        },
+        # (comparison, data sets) in order; each stage runs seed-major before the next starts
+        "stages": (
+            ISSUE22_REQUIRED,
+            tuple((f"siamese-{m}", ("sick-e",)) for m in ("bimpm", "cafe", "diin")),
+            tuple((f"siamese-{m}", ("mrpc",)) for m in MATCHERS),
+            (
+                ("seaver", ("synthetic",)),
+                ("csr-tri", ("synthetic",)),
+                ("csr-bi", ("synthetic",)),
+                ("neighbor-attention", ("sick-e",)),
+            ),
+        ),
+        "esnli_rows": 1000,
+        "launcher": "in-process",
+    },
+    # Budget (not measured here; no GPU was available when this was written): 26 runs a seed, 130 in all. On one
+    # H100 in one process, MiniLM at batch 32 and length <= 128 is launch-bound, not FLOP-bound: about 20 ms a
+    # training step for a transformer arm (Trainer host work and ~450 kernels; 6 * 22M parameters * 2k tokens is
+    # 0.3 TFLOP, ~2 ms) and about 12 ms for a Siamese host (cuDNN LSTMs on MiniLM's word embeddings), plus ~2.5 s a
+    # run (model from disk, tokenising the split, dev evaluation at batch 256). A seed: 5 transformer arms x
+    # (540 + 417 + 344) steps (STS-B, SICK-E, MRPC at 3 epochs) = 6,505 steps, 130 s; 11 Siamese runs x 417 steps =
+    # 4,587 steps, 55 s; 26 x 2.5 s = 65 s; about 250 s a seed, 21 minutes for 5 seeds (about 27 at 25 ms a step).
+    # The grid is seed-major, so `--max_runs 104` or `--seeds 0 1 2 3` keeps whole seeds if the first seed's time
+    # (printed with each run) says it would not fit.
+    "gpu": {
+        "about": "issue 22's required grid, 3 epochs, 5 seeds, bf16 on CUDA (estimated 21 minutes on one H100)",
+        "backbone": "minilm",
+        "seeds": (0, 1, 2, 3, 4),
+        "args": {
+            **PEER_TRAINING,
+            "num_train_epochs": 3,
+            "per_device_train_batch_size": 32,
+            "per_device_eval_batch_size": 256,
+        },
+        "cuda_args": {"bf16": True},
+        "stages": (ISSUE22_REQUIRED,),
+        "esnli_rows": None,
+        "launcher": "in-process",
     },
 }
 
@@ -228,18 +360,136 @@ def available_comparisons() -> list[Comparison]:
     return [c for c in COMPARISONS if all(arm.model in names for arm in c.arms)]
 
 
+def unknown_overrides(arm: Arm) -> list[str]:
+    """The config overrides of `arm` that its model's config class does not take as parameters in this checkout
+    (a config would keep them as inert attributes, and the run would silently train another model)."""
+    import inspect
+
+    from pairzoo.registry import get_model_spec
+
+    parameters = inspect.signature(get_model_spec(arm.model).config_class.__init__).parameters
+    return sorted(set(arm.overrides) - set(parameters))
+
+
 def profile_datasets(comparison: Comparison, profile: dict) -> tuple:
-    """The data sets `profile` runs `comparison` on: all, or with `home_dataset_only` the first one."""
+    """The data sets a profile without `stages` runs `comparison` on: all, or with `home_dataset_only` the first."""
     return comparison.datasets[:1] if profile.get("home_dataset_only") else comparison.datasets
 
 
-def profile_train_args(comparison: Comparison, arm: Arm, profile: dict) -> dict:
-    """Training arguments of one run: the profile's, then the comparison's, then the arm's; the profile's
-    `max_epochs` caps the result."""
-    args = {**profile["args"], **comparison.train_args, **arm.train_args}
+def profile_arms(comparison: Comparison, name: str) -> tuple:
+    """The arms of `comparison` that profile `name` runs (the first is their baseline)."""
+    return tuple(arm for arm in comparison.arms if arm.profiles is None or name in arm.profiles)
+
+
+def profile_stages(name: str, comparisons: "list[Comparison] | None" = None) -> list[list[tuple]]:
+    """The (comparison, data sets) pairs profile `name` runs, in stages: its `stages` (entries whose comparison is
+    not among `comparisons`, default `available_comparisons()`, left out), or one stage of every comparison that
+    runs in the profile, on `profile_datasets`. A stage naming an unknown comparison or data set is a ValueError."""
+    profile = PROFILES[name]
+    comparisons = available_comparisons() if comparisons is None else comparisons
+    if "stages" not in profile:
+        chosen = [c for c in comparisons if c.profiles is None or name in c.profiles]
+        return [[(c, profile_datasets(c, profile)) for c in chosen]]
+    known = {c.name: c for c in COMPARISONS}
+    selected = {c.name for c in comparisons}
+    stages = []
+    for stage in profile["stages"]:
+        for comparison, datasets in stage:
+            if comparison not in known:
+                raise ValueError(f"PROFILES[{name!r}]['stages']: unknown comparison {comparison!r}.")
+            extra = set(datasets) - set(known[comparison].datasets)
+            if extra:
+                raise ValueError(f"PROFILES[{name!r}]['stages']: {comparison!r} has no data set {sorted(extra)}.")
+        stages.append([(known[c], tuple(d)) for c, d in stage if c in selected])
+    return stages
+
+
+def profile_train_args(
+    comparison: Comparison, arm: Arm, profile: dict, dataset: "str | None" = None, cuda: bool = False
+) -> dict:
+    """Training arguments of one run: the profile's, its `dataset_args` of `dataset`, the comparison's, the arm's
+    (later ones win), and with `cuda` the profile's `cuda_args`; the profile's `max_epochs` caps the result."""
+    dataset_args = profile.get("dataset_args", {}).get(dataset, {})
+    args = {**profile["args"], **dataset_args, **comparison.train_args, **arm.train_args}
+    if cuda:
+        args |= profile.get("cuda_args", {})
     if "max_epochs" in profile:
         args["num_train_epochs"] = min(args["num_train_epochs"], profile["max_epochs"])
     return args
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One run of a profile's plan, with its resolved training arguments."""
+
+    comparison: Comparison
+    arm: Arm
+    baseline: Arm
+    dataset: str
+    seed: int
+    train_args: dict
+
+    @property
+    def id(self) -> str:
+        return run_id(self.comparison, self.arm, self.dataset, self.seed)
+
+
+def plan_runs(
+    name: str,
+    seeds: tuple,
+    comparisons: "list[Comparison] | None" = None,
+    datasets: "tuple | None" = None,
+    cuda: bool = False,
+) -> list[PlannedRun]:
+    """The runs of profile `name` in the order they run: stage by stage; within a stage seed-major for profiles
+    with `stages` (every arm on seed 0 first, so a partial grid stays balanced), else comparison by comparison.
+    `comparisons` and `datasets` select (default: all)."""
+    profile = PROFILES[name]
+    runs = []
+    for stage in profile_stages(name, comparisons):
+        pairs = [(c, d) for c, ds in stage for d in ds if datasets is None or d in datasets]
+        if "stages" in profile:
+            order = [(c, d, s) for s in seeds for c, d in pairs]
+        else:
+            order = [(c, d, s) for c, d in pairs for s in seeds]
+        for comparison, dataset, seed in order:
+            arms = profile_arms(comparison, name)
+            for arm in arms:
+                args = profile_train_args(comparison, arm, profile, dataset, cuda)
+                runs.append(PlannedRun(comparison, arm, arms[0], dataset, seed, args))
+    return runs
+
+
+def planned_rows(dataset: str, args: dict) -> "int | None":
+    """Training rows of a run (`TRAIN_ROWS` under the run's `max_train_samples`); None where unknown."""
+    full = args.get("synthetic_train_size", 2000) if dataset == "synthetic" else TRAIN_ROWS.get(dataset)
+    cap = args.get("max_train_samples")
+    return cap if full is None else min(full, cap or full)
+
+
+def unknown_arm_overrides(runs: list[PlannedRun]) -> dict:
+    """`unknown_overrides` of the arms of `runs` that have any, by `comparison / arm` label."""
+    arms = {f"{r.comparison.name} / {r.arm.label}": r.arm for r in runs}
+    return {label: unknown_overrides(arm) for label, arm in arms.items() if unknown_overrides(arm)}
+
+
+def print_plan(runs: list[PlannedRun], runs_dir: Path) -> None:
+    """`--list`: one line per planned run (id, epochs, training rows, done or to run), a `#` line per arm whose
+    config overrides this checkout does not know, then the counts and the training examples (rows x epochs) still
+    to run."""
+    done = todo = examples = 0
+    for run in runs:
+        exists = (runs_dir / f"{run.id}.json").exists()
+        epochs = run.train_args["num_train_epochs"]
+        rows = planned_rows(run.dataset, run.train_args)
+        print(f"{run.id}  epochs={epochs}  rows={rows if rows is not None else '?'}  {'done' if exists else 'to run'}")
+        done += exists
+        if not exists:
+            todo += 1
+            examples += (rows or 0) * epochs
+    for label, names in unknown_arm_overrides(runs).items():
+        print(f"# {label!r}: {names} are not config parameters in this checkout")
+    print(f"{len(runs)} runs planned: {done} done, {todo} to run ({examples:,} training examples, rows x epochs)")
 
 
 def run_id(comparison: Comparison, arm: Arm, dataset: str, seed: int) -> str:
@@ -302,6 +552,13 @@ def write_json_atomic(path: Path, payload: dict) -> None:
     write_text_atomic(path, json.dumps(payload, indent=2, default=str))
 
 
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return value
+
+
 def main(argv: "list[str] | None" = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--profile", choices=sorted(PROFILES), default="cpu-small")
@@ -311,67 +568,93 @@ def main(argv: "list[str] | None" = None) -> None:
     parser.add_argument("--only", nargs="+", default=None, help="comparison names to run (default: all)")
     parser.add_argument("--datasets", nargs="+", default=None, help="of those, only these data sets (default: all)")
     parser.add_argument("--force", action="store_true", help="rerun runs whose result file exists")
+    parser.add_argument("--list", action="store_true", help="print the planned runs and counts; train nothing")
+    parser.add_argument("--max_runs", type=_positive_int, default=None, help="stop after this many trained runs")
     args = parser.parse_args(argv)
     profile = PROFILES[args.profile]
     output_dir = args.output_dir or REPO / "benchmarks" / "results" / args.profile
     backbone = args.backbone or profile["backbone"]
     seeds = tuple(args.seeds or profile["seeds"])
-    comparisons = available_comparisons()
+    comparisons = [c for stage in profile_stages(args.profile) for c, _ in stage]
     if args.only:
         unknown = set(args.only) - {c.name for c in comparisons}
         if unknown:
             known = [c.name for c in comparisons]
-            raise SystemExit(f"--only: unknown comparison(s) {sorted(unknown)}; known: {known}")
+            raise SystemExit(
+                f"--only: unknown comparison(s) {sorted(unknown)} in profile {args.profile!r}; known: {known}"
+            )
         comparisons = [c for c in comparisons if c.name in args.only]
     if args.datasets:
-        unknown = set(args.datasets) - {d for c in comparisons for d in profile_datasets(c, profile)}
+        planned = {d for stage in profile_stages(args.profile, comparisons) for _, ds in stage for d in ds}
+        unknown = set(args.datasets) - planned
         if unknown:
             raise SystemExit(f"--datasets: {sorted(unknown)} not among the selected comparisons' data sets.")
+    import torch
+
+    cuda = torch.cuda.is_available()
+    runs = plan_runs(args.profile, seeds, comparisons, args.datasets and tuple(args.datasets), cuda)
+    if args.list:
+        if "about" in profile:
+            print(f"# {args.profile}: {profile['about']}")
+        print_plan(runs, output_dir / "runs")
+        return
+    pending = [r for r in runs if args.force or not (output_dir / "runs" / f"{r.id}.json").exists()]
+    unknown = unknown_arm_overrides(pending)
+    if unknown:
+        raise SystemExit(f"config_overrides this checkout's configs do not take: {unknown}; leave those arms out.")
     env = environment()
     started = time.time()
-    for comparison in comparisons:
-        for dataset in profile_datasets(comparison, profile):
-            if args.datasets and dataset not in args.datasets:
-                continue
-            for seed in seeds:
-                for arm in comparison.arms:
-                    path = output_dir / "runs" / f"{run_id(comparison, arm, dataset, seed)}.json"
-                    if path.exists() and not args.force:
-                        continue
-                    train_args = profile_train_args(comparison, arm, profile)
-                    with tempfile.TemporaryDirectory(prefix="pairzoo-bench-") as scratch:
-                        scratch = Path(scratch)
-                        run_argv = train_argv(
-                            arm, dataset, seed, train_args, backbone, scratch, comparison.expressiveness
-                        )
-                        t0 = time.time()
-                        metrics = run_one(run_argv, profile["launcher"], scratch)
-                        if comparison.expressiveness:
-                            metrics |= expressiveness_metrics(
-                                scratch / "export", dataset, train_args, profile["esnli_rows"]
-                            )
-                    payload = {
-                        "comparison": comparison.name,
-                        "arm": arm.label,
-                        "baseline": arm == comparison.baseline,
-                        "model": arm.model,
-                        "config_overrides": arm.overrides,
-                        "dataset": dataset,
-                        "split": "validation",
-                        "seed": seed,
-                        "profile": args.profile,
-                        "backbone": backbone,
-                        "train_args": train_args,
-                        "metrics": metrics,
-                        "wall_seconds": round(time.time() - t0, 1),
-                        **env,
-                    }
-                    write_json_atomic(path, payload)
-                    print(f"[{time.time() - started:7.0f}s] {path.name}: {json.dumps(metrics)}", flush=True)
+    trained = 0
+    for run in runs:
+        path = output_dir / "runs" / f"{run.id}.json"
+        if path.exists() and not args.force:
+            continue
+        if args.max_runs is not None and trained == args.max_runs:
+            print(f"stopped after {trained} runs (--max_runs)", flush=True)
+            break
+        comparison, arm, dataset, seed, train_args = run.comparison, run.arm, run.dataset, run.seed, run.train_args
+        with tempfile.TemporaryDirectory(prefix="pairzoo-bench-") as scratch:
+            scratch = Path(scratch)
+            run_argv = train_argv(arm, dataset, seed, train_args, backbone, scratch, comparison.expressiveness)
+            t0 = time.time()
+            metrics = run_one(run_argv, profile["launcher"], scratch)
+            if comparison.expressiveness:
+                metrics |= expressiveness_metrics(scratch / "export", dataset, train_args, profile["esnli_rows"])
+        payload = {
+            "comparison": comparison.name,
+            "arm": arm.label,
+            "baseline": arm == run.baseline,
+            "model": arm.model,
+            "config_overrides": arm.overrides,
+            "dataset": dataset,
+            "split": "validation",
+            "seed": seed,
+            "profile": args.profile,
+            "backbone": backbone,
+            "train_args": train_args,
+            "metrics": metrics,
+            "wall_seconds": round(time.time() - t0, 1),
+            **env,
+        }
+        write_json_atomic(path, payload)
+        trained += 1
+        print(f"[{time.time() - started:7.0f}s] {path.name}: {json.dumps(metrics)}", flush=True)
     print(f"done in {time.time() - started:.0f}s; results in {output_dir / 'runs'}", flush=True)
 
 
-__all__ = ["Arm", "COMPARISONS", "Comparison", "PROFILES", "available_comparisons", "environment", "run_id"]
+__all__ = [
+    "Arm",
+    "COMPARISONS",
+    "Comparison",
+    "PROFILES",
+    "PlannedRun",
+    "available_comparisons",
+    "environment",
+    "plan_runs",
+    "profile_stages",
+    "profile_train_args",
+    "run_id",
+]
 
 if __name__ == "__main__":
     main()

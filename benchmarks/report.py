@@ -5,14 +5,23 @@ Reads the per-run JSON files `benchmarks/quality.py` wrote (and, when present, `
 baseline, whether the delta exceeds the seed spread), `summary.json` and `quality.png` (bars with std error bars).
 With `--readme README.md` the README's section between that folder's markers (`<!-- results:cpu-small:start -->`
 ... `<!-- results:cpu-small:end -->` for `benchmarks/results/cpu-small`) is replaced by the same tables, so each
-profile's section is regenerated from its own runs and the others stay as they are.
+profile's section is regenerated from its own runs and the others stay as they are; `--readme_heading TEXT` adds
+the section (heading and markers, after the last results section) when the README has none yet.
+
+Runs of issue 22's profiles (`cpu-full`, `gpu`) get one table per comparison with two more columns: the
+sentence-transformers CrossEncoder's mean ± std on the same data set and metric, and the delta against it, from
+`--peers` (default `../shared/reference/peers_minilm.json`, beside the clone, never copied into it); without that
+file the table says the columns were left out.
 
     python benchmarks/report.py benchmarks/results/cpu-small --readme README.md
+    python benchmarks/report.py benchmarks/results/cpu-full --readme README.md \\
+        --readme_heading 'Results, `cpu-full` profile (the peer budget)'
 """
 
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 from collections import defaultdict
@@ -20,9 +29,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing pairzoo
 
+from benchmarks.quality import PEER_PROFILES, REPO  # noqa: E402
 from benchmarks.speed_siamese_matcher import format_table as siamese_table  # noqa: E402
 from pairzoo.fileio import write_text_atomic  # noqa: E402
 from pairzoo.hub_cards.results import load_runs, summarise  # noqa: E402
+
+# sentence-transformers CrossEncoder numbers on the same MiniLM (issue 22), kept outside the repository, by the clone
+PEERS_LABEL = "../shared/reference/peers_minilm.json"
+PEERS_PATH = REPO.parent / "shared" / "reference" / "peers_minilm.json"
 
 # The papers' own headline numbers, with their backbones and data: context, not pairzoo measurements.
 PAPER_NUMBERS = [
@@ -34,10 +48,9 @@ PAPER_NUMBERS = [
 ]
 
 
-def quality_markdown(rows: list[dict]) -> str:
-    """The quality table: one line per (comparison, dataset, arm)."""
+def provenance(rows: list[dict]) -> str:
+    """Where the rows' runs come from: profile, backbone, machine, seeds, git commits."""
     first = rows[0]
-    caps = ", ".join(f"{k}={v}" for k, v in first["train_args"].items())
     hardware = first["hardware"]
     threads = " or ".join(str(t) for t in sorted({t for r in rows for t in r["torch_threads"]}))
     machine = hardware["cuda"] or f"CPU ({hardware['cpu_count']} cores, {threads} torch threads)"
@@ -46,9 +59,25 @@ def quality_markdown(rows: list[dict]) -> str:
         f"`{c[:12]}{'-dirty' if c.endswith('-dirty') else ''}`"
         for c in sorted({c for r in rows for c in r["git_commits"]})
     )
-    lines = [
+    return (
         f"Profile `{first['profile']}`, backbone `{first['backbone']}`, {machine}, seeds {seeds}, dev splits, "
-        f"git {commits} (each run file names its own). Budget: {caps}; an arm trained otherwise says how.",
+        f"git {commits} (each run file names its own)."
+    )
+
+
+def seed_value(row: dict) -> str:
+    """`mean ± std` over the row's seeds, or the single seed's value saying so."""
+    if len(row["seeds"]) > 1:
+        return f"{row['mean']:.2f} ± {row['std']:.2f}"
+    return f"{row['mean']:.2f} (seed {row['seeds'][0]} only)"
+
+
+def quality_markdown(rows: list[dict]) -> str:
+    """The quality table: one line per (comparison, dataset, arm)."""
+    first = rows[0]
+    caps = ", ".join(f"{k}={v}" for k, v in first["train_args"].items())
+    lines = [
+        f"{provenance(rows)} Budget: {caps}; an arm trained otherwise says how.",
         "",
         "| comparison | data set | arm | metric | mean ± std | delta vs baseline | beyond seed spread |",
         "|---|---|---|---|---|---|---|",
@@ -63,15 +92,89 @@ def quality_markdown(rows: list[dict]) -> str:
             beyond = "yes" if r["beyond_spread"] else "no"
         differs = {k: v for k, v in r["train_args"].items() if first["train_args"].get(k) != v}
         arm = r["arm"] + (f" ({', '.join(f'{k}={v}' for k, v in differs.items())})" if differs else "")
-        value = (
-            f"{r['mean']:.2f} ± {r['std']:.2f}"
-            if len(r["seeds"]) > 1
-            else f"{r['mean']:.2f} (seed {r['seeds'][0]} only)"
-        )
+        value = seed_value(r)
         lines.append(f"| {r['comparison']} | {r['dataset']} | {arm} | {r['metric']} | {value} | {delta} | {beyond} |")
     lines.append("")
     lines.append("'Beyond seed spread': |delta| > std(arm) + std(baseline); unknown with a single seed.")
     return "\n".join(lines)
+
+
+def load_peers(path: Path) -> "dict | None":
+    """The peer file's `cross_encoder` entries by data set, or None when the file is absent."""
+    if not path.is_file():
+        return None
+    try:
+        peers = json.loads(path.read_text())["cross_encoder"]
+    except (json.JSONDecodeError, KeyError, TypeError) as err:
+        raise ValueError(f"peer file {str(path)!r} is not JSON with a 'cross_encoder' object: {err!r}") from err
+    for dataset, entry in peers.items():
+        missing = {"metric", "mean", "std", "seeds"} - set(entry)
+        if missing:
+            raise ValueError(f"peer file {str(path)!r}: cross_encoder[{dataset!r}] lacks {sorted(missing)}.")
+    return peers
+
+
+def _delta(value: float, std: float, base: float, base_std: float, spread_known: bool) -> str:
+    """A signed difference, marked ` *` beyond the two spreads, or saying the spread is unknown."""
+    delta = value - base
+    if not spread_known:
+        return f"{delta:+.2f} (1 seed)"
+    return f"{delta:+.2f}" + (" *" if abs(delta) > std + base_std else "")
+
+
+def peer_recipe(dataset: str, entry: dict) -> str:
+    """One data set's peer recipe, as the peer file states it."""
+    keys = ("split", "epochs", "batch", "lr", "max_length", "train_rows", "loss")
+    recipe = ", ".join(f"{k} {entry[k]}" for k in keys if k in entry)
+    return (
+        f"{dataset}: {entry['mean']:.2f} ± {entry['std']:.2f} {entry['metric']} over seeds {entry['seeds']} ({recipe})"
+    )
+
+
+def comparison_markdown(rows: list[dict], peers: "dict | None", peers_label: str) -> str:
+    """One table per comparison: per data set and arm, mean ± std over seeds, the delta against the comparison's
+    baseline and, where the peer file has the data set and metric, the sentence-transformers CrossEncoder's mean ±
+    std and the delta against it; `*` marks a delta beyond the seed spread (|delta| > the sum of the two stds)."""
+    common = {k: v for k, v in rows[0]["train_args"].items() if all(r["train_args"].get(k) == v for r in rows)}
+    budget = ", ".join(f"{k}={v}" for k, v in common.items())
+    baselines = {(r["comparison"], r["dataset"], r["metric"]): r for r in rows if r["baseline"]}
+    header = "| data set | arm | training | metric | mean ± std | delta vs baseline |"
+    if peers is not None:
+        header += " peer CrossEncoder | delta vs peer |"
+    parts = [f"{provenance(rows)} Budget of every run: {budget}; the training column lists what a row adds to it."]
+    for comparison in dict.fromkeys(r["comparison"] for r in rows):
+        lines = [header, "|---" * header.count(" | ") + "|---|"]
+        for r in (r for r in rows if r["comparison"] == comparison):
+            training = ", ".join(f"{k}={v}" for k, v in r["train_args"].items() if k not in common)
+            delta = "baseline"
+            if r["delta"] is not None:
+                base = baselines[comparison, r["dataset"], r["metric"]]
+                delta = _delta(r["mean"], r["std"], base["mean"], base["std"], r["beyond_spread"] is not None)
+            cells = [r["dataset"], r["arm"], training, r["metric"], seed_value(r), delta]
+            peer = (peers or {}).get(r["dataset"])
+            if peer is not None and r["main"] and peer["metric"] == r["metric"]:
+                known = len(r["seeds"]) > 1 and len(peer["seeds"]) > 1
+                cells += [f"{peer['mean']:.2f} ± {peer['std']:.2f}"]
+                cells += [_delta(r["mean"], r["std"], peer["mean"], peer["std"], known)]
+            elif peers is not None:
+                cells += ["", ""]
+            lines.append("| " + " | ".join(cells) + " |")
+        parts += [f"#### {comparison}", "\n".join(lines)]
+    parts.append(
+        "`*`: |delta| > std(row) + std(baseline or peer), beyond the seed spread; '(1 seed)': spread unknown."
+    )
+    if peers is None:
+        parts.append(
+            f"Peer columns left out: `{peers_label}` was not found (the sentence-transformers reference numbers sit "
+            "outside the repository, in the shared folder beside the clone)."
+        )
+    else:
+        recipes = "\n".join(f"- {peer_recipe(d, e)}" for d, e in peers.items())
+        parts.append(
+            "Peer: sentence-transformers `CrossEncoder` on the same MiniLM weights and dev splits, from "
+            f"`{peers_label}` (sample std over seeds):\n\n{recipes}"
+        )
+    return "\n\n".join(parts)
 
 
 def speed_markdown(speed: dict) -> str:
@@ -146,15 +249,21 @@ def plot(rows: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
-def update_readme(readme: Path, section: str, name: str) -> None:
-    """Replace the text between the `name` results markers of `readme` with `section`."""
+def readme_with_section(text: str, section: str, name: str, heading: "str | None" = None) -> str:
+    """`text` (a README) with the part between its `name` results markers replaced by `section`. Without the
+    markers: with `heading`, a new `## heading` section holding them goes after the last results section (or at the
+    end); without, a ValueError."""
     start, end = f"<!-- results:{name}:start -->", f"<!-- results:{name}:end -->"
-    text = readme.read_text()
     if start not in text or end not in text:
-        raise ValueError(f"{str(readme)!r} has no {start} ... {end} markers.")
+        if heading is None:
+            raise ValueError(f"the README has no {start} ... {end} markers (pass a heading to add them).")
+        ends = list(re.finditer(r"<!-- results:[^ ]+:end -->\n?", text))
+        cut = ends[-1].end() if ends else len(text)
+        head, tail = text[:cut].rstrip("\n"), text[cut:].lstrip("\n")
+        return f"{head}\n\n## {heading}\n\n{start}\n{section}\n{end}\n" + (f"\n{tail}" if tail else "")
     head, rest = text.split(start, 1)
     _, tail = rest.split(end, 1)
-    write_text_atomic(readme, f"{head}{start}\n{section}\n{end}{tail}")
+    return f"{head}{start}\n{section}\n{end}{tail}"
 
 
 # Knowledge-graph arms (`pairzoo.train_kg` run folders `<arm>__seed<S>`) and the router-free arm each is compared with.
@@ -205,10 +314,21 @@ def kg_markdown(runs: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def render(rows: list[dict], speed: "dict | None", image: str, kg: "str | None" = None) -> str:
-    """The results Markdown: quality table and chart, WN18RR (when given), speed targets (when measured), the
-    papers' numbers."""
-    parts = ["### Quality", "", f"![quality bars with seed std]({image})", "", quality_markdown(rows)]
+def render(
+    rows: list[dict],
+    speed: "dict | None",
+    image: str,
+    kg: "str | None" = None,
+    peers: "dict | None" = None,
+    peers_label: str = PEERS_LABEL,
+) -> str:
+    """The results Markdown: quality table (one per comparison, with the peer columns, for the profiles of issue 22)
+    and chart, WN18RR (when given), speed targets (when measured), the papers' numbers."""
+    if rows[0]["profile"] in PEER_PROFILES:
+        quality = comparison_markdown(rows, peers, peers_label)
+    else:
+        quality = quality_markdown(rows)
+    parts = ["### Quality", "", f"![quality bars with seed std]({image})", "", quality]
     if kg is not None:
         parts += ["", "### WN18RR link prediction (CSR)", "", kg]
     if speed is not None:
@@ -217,23 +337,36 @@ def render(rows: list[dict], speed: "dict | None", image: str, kg: "str | None" 
     return "\n".join(parts)
 
 
-def build_report(results_dir: Path, readme: "Path | None" = None, kg_dir: "Path | None" = None) -> str:
-    """Write RESULTS.md, summary.json and quality.png under `results_dir` (and the README section; with `kg_dir`,
-    the WN18RR table too, also written to `<kg_dir>/RESULTS.md`); returns the Markdown of RESULTS.md."""
+def build_report(
+    results_dir: Path,
+    readme: "Path | None" = None,
+    kg_dir: "Path | None" = None,
+    peers_path: Path = PEERS_PATH,
+    readme_heading: "str | None" = None,
+) -> str:
+    """Write RESULTS.md, summary.json and quality.png under `results_dir` (and the README section, added under
+    `readme_heading` when missing; with `kg_dir`, the WN18RR table too, also written to `<kg_dir>/RESULTS.md`); the
+    peer columns come from `peers_path` when it exists. Returns the Markdown of RESULTS.md. Nothing is written when
+    an input is bad."""
     rows = summarise(load_runs(results_dir))
-    kg = None
-    if kg_dir is not None:
-        kg = kg_markdown(load_kg_runs(kg_dir))
-        write_text_atomic(kg_dir / "RESULTS.md", kg + "\n")
+    peers = load_peers(peers_path)
+    label = PEERS_LABEL if peers_path == PEERS_PATH else str(peers_path)
+    kg = kg_markdown(load_kg_runs(kg_dir)) if kg_dir is not None else None
     speed_path = results_dir / "speed.json"
     speed = json.loads(speed_path.read_text()) if speed_path.exists() else None
-    plot(rows, results_dir / "quality.png")
-    write_text_atomic(results_dir / "summary.json", json.dumps(rows, indent=2, default=str))
-    markdown = render(rows, speed, "quality.png", kg)
-    write_text_atomic(results_dir / "RESULTS.md", markdown + "\n")
+    markdown = render(rows, speed, "quality.png", kg, peers, label)
+    readme_text = None
     if readme is not None:
         image = os.path.relpath(results_dir / "quality.png", readme.resolve().parent)
-        update_readme(readme, render(rows, speed, image, kg), results_dir.name)
+        section = render(rows, speed, image, kg, peers, label)
+        readme_text = readme_with_section(readme.read_text(), section, results_dir.name, readme_heading)
+    if kg is not None:
+        write_text_atomic(kg_dir / "RESULTS.md", kg + "\n")
+    plot(rows, results_dir / "quality.png")
+    write_text_atomic(results_dir / "summary.json", json.dumps(rows, indent=2, default=str))
+    write_text_atomic(results_dir / "RESULTS.md", markdown + "\n")
+    if readme_text is not None:
+        write_text_atomic(readme, readme_text)
     return markdown
 
 
@@ -241,16 +374,30 @@ def main(argv: "list[str] | None" = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("results_dir", type=Path)
     parser.add_argument("--readme", type=Path, default=None, help="README whose results section is regenerated")
+    parser.add_argument(
+        "--readme_heading",
+        default=None,
+        help="heading of a new README section for this folder when its markers are missing (put after the last one)",
+    )
     parser.add_argument("--kg_dir", type=Path, default=None, help="folder of `pairzoo.train_kg` runs <arm>__seed<S>")
+    parser.add_argument("--peers", type=Path, default=PEERS_PATH, help=f"peer numbers (default {PEERS_LABEL})")
     args = parser.parse_args(argv)
     try:
         kg_dir = args.kg_dir.resolve() if args.kg_dir else None
-        print(build_report(args.results_dir.resolve(), args.readme, kg_dir))
+        print(build_report(args.results_dir.resolve(), args.readme, kg_dir, args.peers, args.readme_heading))
     except (FileNotFoundError, ValueError) as err:
         raise SystemExit(f"error: {err}") from err
 
 
-__all__ = ["build_report", "kg_markdown", "load_kg_runs", "render"]
+__all__ = [
+    "build_report",
+    "comparison_markdown",
+    "kg_markdown",
+    "load_kg_runs",
+    "load_peers",
+    "readme_with_section",
+    "render",
+]
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,0 +1,302 @@
+"""Benchmark profiles of issue 22: the peer-budget `cpu-full` and the `gpu` grid resolve the right training arguments
+and order, the earlier profiles keep exactly their committed run ids, `--list` / `--max_runs` plan and budget without
+training, and the report puts the sentence-transformers peer beside pairzoo's arms. No test here trains a model."""
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import quality  # noqa: E402
+import report  # noqa: E402
+
+PEER_RECIPE = {"num_train_epochs": None, "learning_rate": 2e-5, "weight_decay": 0.01, "warmup_steps": 0.1}
+
+
+def _run(runs: list, comparison: str, arm: str, dataset: str, seed: int = 0) -> "quality.PlannedRun":
+    return next(
+        r for r in runs if (r.comparison.name, r.arm.label, r.dataset, r.seed) == (comparison, arm, dataset, seed)
+    )
+
+
+def test_cpu_full_trains_transformer_arms_with_the_peer_recipe_per_data_set():
+    runs = quality.plan_runs("cpu-full", (0,))
+    epochs = {"stsb": 1, "sick-e": 2, "mrpc": 2}  # the peer file's epochs per data set
+    for arm in ("cross-encoder", "plain backbone", "comateformer (paper)", "comateformer (mix, l1)"):
+        comparison = "cross-encoder" if arm == "cross-encoder" else "comateformer"
+        for dataset, n in epochs.items():
+            args = _run(runs, comparison, arm, dataset).train_args
+            assert args["num_train_epochs"] == n and args["learning_rate"] == 2e-5 and args["weight_decay"] == 0.01
+            assert args["per_device_train_batch_size"] == 16 and args["max_length"] == 128
+            assert args["warmup_steps"] == 0.1
+            assert "max_train_samples" not in args and "max_eval_samples" not in args and "bf16" not in args
+    # a method's own learning rate still wins over the profile's (BitFit), the epochs stay the data set's
+    bitfit = _run(runs, "neighbor-attention", "bitfit", "sick-e").train_args
+    assert bitfit["learning_rate"] == 1e-3 and bitfit["num_train_epochs"] == 2
+
+
+def test_cpu_full_siamese_hosts_keep_their_own_schedule_on_the_full_split():
+    runs = quality.plan_runs("cpu-full", (0,))
+    for arm in ("esim", "re2 + sfa", "drcn + sfa (residual)", "drcn + sfa (branch-sum squeeze)"):
+        comparison = f"siamese-{arm.split()[0]}"
+        args = _run(runs, comparison, arm, "sick-e").train_args
+        assert args["num_train_epochs"] == 3 and args["learning_rate"] == 1e-3
+        assert args["per_device_train_batch_size"] == 16 and "max_train_samples" not in args
+        assert quality.planned_rows("sick-e", args) == quality.TRAIN_ROWS["sick-e"]
+
+
+def test_training_arguments_take_profile_then_data_set_then_comparison_then_arm_then_cuda():
+    profile = {
+        "args": {"learning_rate": 1.0, "num_train_epochs": 1, "weight_decay": 0.0, "max_length": 8},
+        "dataset_args": {"d": {"num_train_epochs": 2, "weight_decay": 0.5, "learning_rate": 2.0}},
+        "cuda_args": {"bf16": True},
+    }
+    arm = quality.Arm("a", "m", train_args={"weight_decay": 0.25})
+    comparison = quality.Comparison("c", (arm,), ("d", "e"), {"learning_rate": 3.0})
+    args = quality.profile_train_args(comparison, arm, profile, "d")
+    assert args == {"learning_rate": 3.0, "num_train_epochs": 2, "weight_decay": 0.25, "max_length": 8}
+    assert quality.profile_train_args(comparison, arm, profile, "e")["num_train_epochs"] == 1
+    assert quality.profile_train_args(comparison, arm, profile, "d", cuda=True)["bf16"] is True
+
+
+@pytest.mark.parametrize("name", ["cpu-small", "cpu-medium"])
+def test_earlier_profiles_plan_exactly_their_committed_run_ids(name):
+    committed = {p.stem for p in (REPO / "benchmarks" / "results" / name / "runs").glob("*.json")}
+    assert committed
+    planned = [r.id for r in quality.plan_runs(name, quality.PROFILES[name]["seeds"])]
+    assert len(planned) == len(set(planned))
+    ran = {i.split("__")[0] for i in committed}  # cpu-medium has not run every comparison yet (SEAVER)
+    assert {i for i in planned if i.split("__")[0] in ran} == committed
+    new_arms = [a.label for c in quality.COMPARISONS for a in c.arms if a.profiles == quality.PEER_PROFILES]
+    assert new_arms and not any(a for a in new_arms if any(f"__{a}__" in i for i in planned))
+    assert not any(i.startswith("cross-encoder__") for i in planned)
+
+
+def test_cpu_full_runs_stage_by_stage_and_seed_major_within_a_stage():
+    runs = quality.plan_runs("cpu-full", (0, 1, 2))
+    assert len(runs) == len({r.id for r in runs})
+    required = {(c, d) for c, ds in quality.ISSUE22_REQUIRED for d in ds}
+    in_required = [(r.comparison.name, r.dataset) in required for r in runs]
+    first_other = in_required.index(False)
+    assert all(in_required[:first_other]) and not any(in_required[first_other:])
+    seeds = [r.seed for r in runs[:first_other]]
+    assert seeds == sorted(seeds) and set(seeds) == {0, 1, 2}
+    per_seed = [sum(s == seed for s in seeds) for seed in (0, 1, 2)]
+    arms = sum(len(quality.profile_arms(c, "cpu-full")) * len(ds) for c, ds in quality.profile_stages("cpu-full")[0])
+    assert per_seed == [arms] * 3
+    # the earlier profiles keep their comparison-major order
+    medium = quality.plan_runs("cpu-medium", (0, 1))
+    assert [r.seed for r in medium[:4]] == [0, 0, 1, 1] and medium[0].comparison.name == "seaver"
+
+
+def test_gpu_profile_runs_issue_22_at_three_epochs_and_five_seeds_bf16_only_on_cuda():
+    profile = quality.PROFILES["gpu"]
+    assert tuple(profile["seeds"]) == (0, 1, 2, 3, 4) and profile["launcher"] == "in-process"
+    runs = quality.plan_runs("gpu", profile["seeds"])
+    assert {(r.comparison.name, r.dataset) for r in runs} == {(c, d) for c, ds in quality.ISSUE22_REQUIRED for d in ds}
+    assert {r.seed for r in runs} == {0, 1, 2, 3, 4}
+    assert all(r.train_args["num_train_epochs"] == 3 and "bf16" not in r.train_args for r in runs)
+    assert all(r.train_args["per_device_train_batch_size"] == 32 for r in runs)
+    assert all(r.train_args["bf16"] is True for r in quality.plan_runs("gpu", (0,), cuda=True))
+
+
+def test_every_profile_stage_names_known_comparisons_and_data_sets(monkeypatch):
+    for name in quality.PROFILES:
+        assert quality.profile_stages(name)  # raises on an unknown name
+    bad = {**quality.PROFILES["cpu-full"], "stages": ((("comateformer", ("stsb", "qqp")),),)}
+    monkeypatch.setitem(quality.PROFILES, "cpu-full", bad)
+    with pytest.raises(ValueError, match=r"'comateformer' has no data set \['qqp'\]"):
+        quality.profile_stages("cpu-full")
+    monkeypatch.setitem(quality.PROFILES, "cpu-full", {**bad, "stages": ((("nope", ("stsb",)),),)})
+    with pytest.raises(ValueError, match="unknown comparison 'nope'"):
+        quality.profile_stages("cpu-full")
+
+
+def _write_run_file(folder: Path, run_id: str) -> None:
+    (folder / "runs").mkdir(parents=True, exist_ok=True)
+    (folder / "runs" / f"{run_id}.json").write_text("{}")
+
+
+def test_list_prints_every_planned_run_with_counts_and_trains_nothing(tmp_path, capsys):
+    done = ["cross-encoder__cross-encoder__stsb__seed0", "comateformer__plain-backbone__mrpc__seed1"]
+    for run_id in done:
+        _write_run_file(tmp_path, run_id)
+    argv = ["--profile", "cpu-full", "--only", "cross-encoder", "comateformer", "--seeds", "0", "1"]
+    quality.main([*argv, "--list", "--output_dir", str(tmp_path)])
+    lines = [line for line in capsys.readouterr().out.splitlines() if not line.startswith("#")]
+    arms = {c.name: len(quality.profile_arms(c, "cpu-full")) for c in quality.COMPARISONS}
+    expected = 2 * 3 * (arms["cross-encoder"] + arms["comateformer"])  # seeds x data sets x arms
+    assert arms["comateformer"] == 4 and len(lines) == expected + 1
+    rows, epochs = {"stsb": 5749, "sick-e": 4439, "mrpc": 3668}, {"stsb": 1, "sick-e": 2, "mrpc": 2}
+    examples = 0
+    for line in lines[:-1]:
+        run_id, epoch_field, rows_field, status = line.split(maxsplit=3)
+        dataset = run_id.split("__")[2]
+        assert epoch_field == f"epochs={epochs[dataset]}" and rows_field == f"rows={rows[dataset]}"
+        assert status == ("done" if run_id in done else "to run")
+        examples += 0 if run_id in done else rows[dataset] * epochs[dataset]
+    assert (
+        lines[-1]
+        == f"{expected} runs planned: 2 done, {expected - 2} to run ({examples:,} training examples, rows x epochs)"
+    )
+    assert sorted(p.stem for p in (tmp_path / "runs").iterdir()) == sorted(done)
+
+
+def test_max_runs_stops_after_that_many_trained_runs_and_resumes(tmp_path, monkeypatch):
+    trained = []
+
+    def fake_run_one(argv: list, launcher: str, output_dir: Path) -> dict:
+        trained.append(argv[argv.index("--model") + 1])
+        return {"validation_accuracy": 80.0}
+
+    monkeypatch.setattr(quality, "run_one", fake_run_one)
+    monkeypatch.setattr(quality, "environment", lambda: {"hardware": {}, "versions": {}, "git_commit": "x"})
+    only = ["cross-encoder", "siamese-esim"]
+    argv = [
+        "--profile",
+        "cpu-full",
+        "--only",
+        *only,
+        "--datasets",
+        "sick-e",
+        "--seeds",
+        "0",
+        "--output_dir",
+        str(tmp_path),
+    ]
+    planned = [r.id for r in quality.plan_runs("cpu-full", (0,), datasets=("sick-e",)) if r.comparison.name in only]
+    assert len(planned) == 4
+    quality.main([*argv, "--max_runs", "3"])
+    assert sorted(p.stem for p in (tmp_path / "runs").iterdir()) == sorted(planned[:3])
+    quality.main([*argv, "--max_runs", "3"])  # the one left
+    assert sorted(p.stem for p in (tmp_path / "runs").iterdir()) == sorted(planned) and len(trained) == 4
+    records = [json.loads((tmp_path / "runs" / f"{i}.json").read_text()) for i in planned]
+    assert [r["baseline"] for r in records] == [True, True, False, False]
+    assert [r["train_args"]["num_train_epochs"] for r in records] == [2, 3, 3, 3]
+
+
+def test_arms_whose_overrides_the_config_does_not_take_are_listed_and_never_trained(tmp_path, monkeypatch, capsys):
+    arm = quality.Arm("bogus", "cross-encoder", {"not_a_field": 1})
+    monkeypatch.setattr(quality, "COMPARISONS", [quality.Comparison("c", (arm,), ("stsb",))])
+    argv = ["--profile", "cpu-medium", "--seeds", "0", "--output_dir", str(tmp_path)]
+    quality.main([*argv, "--list"])
+    assert "# 'c / bogus': ['not_a_field'] are not config parameters" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="not_a_field"):
+        quality.main(argv)
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--max_runs", "0"], None),
+        (["--only", "seaver", "--profile", "gpu"], "unknown comparison"),
+        (["--only", "comateformer", "--datasets", "rte", "--profile", "cpu-full"], "--datasets"),
+    ],
+)
+def test_bad_quality_flags_stop_before_anything_is_written(tmp_path, argv, message, capsys):
+    with pytest.raises(SystemExit, match=message):
+        quality.main([*argv, "--list", "--output_dir", str(tmp_path)])
+    if message is None:
+        assert "--max_runs" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
+
+
+def _fake_run(comparison: str, arm: str, dataset: str, seed: int, value: float, epochs: int = 1) -> dict:
+    return {
+        "comparison": comparison,
+        "arm": arm,
+        "baseline": arm == "base",
+        "model": "m",
+        "config_overrides": {},
+        "dataset": dataset,
+        "seed": seed,
+        "profile": "cpu-full",
+        "backbone": "minilm",
+        "train_args": {"learning_rate": 2e-5, "num_train_epochs": epochs},
+        "metrics": {("validation_spearman" if dataset == "stsb" else "validation_accuracy"): value},
+        "wall_seconds": 1.0,
+        "hardware": {"cuda": None, "cpu_count": 2, "torch_threads": 2},
+        "git_commit": "0123456789abcdef",
+    }
+
+
+def _write_fake_results(folder: Path) -> dict:
+    values = {
+        ("base", "stsb"): [81.0, 82.0, 83.0],
+        ("m", "stsb"): [84.0, 85.0, 86.0],
+        ("base", "rte"): [60.0, 61.0, 62.0],
+        ("m", "rte"): [60.5, 61.5, 62.5],
+    }
+    (folder / "runs").mkdir(parents=True)
+    for (arm, dataset), per_seed in values.items():
+        for seed, value in enumerate(per_seed):
+            run = _fake_run("c", arm, dataset, seed, value, epochs=2 if dataset == "rte" else 1)
+            (folder / "runs" / f"{arm}-{dataset}-{seed}.json").write_text(json.dumps(run))
+    return values
+
+
+def test_report_puts_the_peer_beside_each_arm_of_the_peer_profiles(tmp_path):
+    values = _write_fake_results(tmp_path / "res")
+    peer = {"metric": "spearman", "seeds": [0, 1, 2], "per_seed": [82.0, 82.5, 83.0], "epochs": 1, "lr": 2e-5}
+    peer |= {"mean": statistics.mean(peer["per_seed"]), "std": statistics.stdev(peer["per_seed"])}
+    peers_path = tmp_path / "peers.json"
+    peers_path.write_text(
+        json.dumps({"about": "x", "cross_encoder": {"stsb": peer, "mrpc": {**peer, "metric": "accuracy"}}})
+    )
+    markdown = report.build_report(tmp_path / "res", peers_path=peers_path)
+    m = statistics.mean(values["m", "stsb"])
+    delta_peer = m - peer["mean"]  # 2.5, beyond 1.0 + 0.5
+    assert (
+        "#### c" in markdown and "| data set | arm | training | metric | mean ± std | delta vs baseline |" in markdown
+    )
+    assert (
+        f"| stsb | m | num_train_epochs=1 | spearman | 85.00 ± 1.00 | +3.00 * | 82.50 ± 0.50 | {delta_peer:+.2f} * |"
+        in markdown
+    )
+    assert (
+        "| stsb | base | num_train_epochs=1 | spearman | 82.00 ± 1.00 | baseline | 82.50 ± 0.50 | -0.50 |" in markdown
+    )
+    # no peer for RTE: empty peer cells; epochs differ by data set, so each row lists its own
+    assert "| rte | m | num_train_epochs=2 | accuracy | 61.50 ± 1.00 | +0.50 |  |  |" in markdown
+    assert "learning_rate=2e-05" in markdown.split("#### c")[0] and str(peers_path) in markdown
+    assert "epochs 1" in markdown and "lr 2e-05" in markdown  # the peer's recipe, from the file
+    assert (tmp_path / "res" / "RESULTS.md").read_text() == markdown + "\n"
+
+
+def test_report_says_when_the_peer_file_is_missing_and_rejects_a_bad_one(tmp_path):
+    _write_fake_results(tmp_path / "res")
+    markdown = report.build_report(tmp_path / "res", peers_path=tmp_path / "absent.json")
+    assert "Peer columns left out" in markdown and "peer CrossEncoder" not in markdown
+    assert "| stsb | m | num_train_epochs=1 | spearman | 85.00 ± 1.00 | +3.00 * |" in markdown
+    (tmp_path / "res" / "RESULTS.md").unlink()
+    bad = tmp_path / "bad.json"
+    for text in ("{not json", json.dumps({"cross_encoder": {"stsb": {"metric": "spearman"}}})):
+        bad.write_text(text)
+        with pytest.raises(ValueError, match="bad.json"):
+            report.build_report(tmp_path / "res", peers_path=bad)
+        assert not (tmp_path / "res" / "RESULTS.md").exists()
+
+
+def test_readme_section_of_a_new_profile_is_added_under_its_heading_then_replaced(tmp_path):
+    text = "# x\n\n## Results, a\n\n<!-- results:a:start -->\nA\n<!-- results:a:end -->\n\n## Inference\n"
+    added = report.readme_with_section(text, "NEW", "cpu-full", "Results, cpu-full")
+    assert added == (
+        "# x\n\n## Results, a\n\n<!-- results:a:start -->\nA\n<!-- results:a:end -->\n\n## Results, cpu-full\n\n"
+        "<!-- results:cpu-full:start -->\nNEW\n<!-- results:cpu-full:end -->\n\n## Inference\n"
+    )
+    replaced = report.readme_with_section(added, "NEWER", "cpu-full", "Results, cpu-full")
+    assert replaced == added.replace("NEW\n", "NEWER\n") and replaced.count("## Results, cpu-full") == 1
+    with pytest.raises(ValueError, match="results:cpu-full:start"):
+        report.readme_with_section(text, "NEW", "cpu-full")
+    readme = tmp_path / "README.md"
+    readme.write_text(text)
+    _write_fake_results(tmp_path / "cpu-full")
+    with pytest.raises(ValueError, match="results:cpu-full:start"):
+        report.build_report(tmp_path / "cpu-full", readme, peers_path=tmp_path / "absent.json")
+    assert readme.read_text() == text and not (tmp_path / "cpu-full" / "RESULTS.md").exists()

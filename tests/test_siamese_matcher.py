@@ -1,8 +1,9 @@
 """Siamese matchers (ESIM, RE2, BiMPM, CAFE, DIIN, DRCN) with FA/SFA: harness for every (matcher, feature_attention)
-pair; FA's gate, SFA's branch weights and each new host's core equation (BiMPM's multi-perspective matching, CAFE's
-factorization machines and alignments, DIIN's self-attention, fuse gate and interaction tensor, DRCN's dense
-co-attentive connection and autoencoder loss) recomputed from the modules' own parameters; the MiniLM embedding
-initialisation; bad input."""
+pair; FA's gate, SFA (eq. 6 in the paper's form and the branch-sum option, in float64 with hand-written BiGRUs), the
+residual option and each new host's core equation (BiMPM's multi-perspective matching, CAFE's factorization machines
+and alignments, DIIN's self-attention, fuse gate and interaction tensor, DRCN's dense co-attentive connection and
+autoencoder loss) recomputed from the modules' own parameters; per-host defaults and non-integer reduction ratios; the
+MiniLM embedding initialisation; bad input."""
 
 import math
 
@@ -12,6 +13,7 @@ from model_harness import ROWS, ModelHarness
 from transformers import set_seed
 
 from pairzoo import SiameseMatcherConfig, create_model, load_tokenizer
+from pairzoo.configuration.configuration_siamese_matcher import HOST_DEFAULTS
 from pairzoo.modeling.modeling_siamese_matcher import (
     DenseFeatureExtractor,
     DiinEncoder,
@@ -19,30 +21,51 @@ from pairzoo.modeling.modeling_siamese_matcher import (
     DrcnLayer,
     FactorizationMachine,
     FeatureAttention,
+    FeatureAttentionPair,
     MultiPerspectiveMatching,
     SelectiveFeatureAttention,
 )
 from pairzoo.pipelines.pipeline_conditional_similarity import encode_tri_inputs
 from pairzoo.training.collators import TriEncoderCollator, make_collator
 
-# Small enough to be fast, and within the eq. 9 rule for L = 32 (8.33 ln 32 = 28.9 < 64 // 2 = 32).
-TINY = {"hidden_size": 64, "max_sequence_length": 32, "re2_blocks": 2}
-# Per host, tiny sizes whose block width D keeps FA and SFA within eq. 9 for L = 32 (D // 2 > 28.9): BiMPM
+# Small enough to be fast, and within the eq. 9 rule for L = 32 (8.33 ln 32 = 28.9 < 64 / 2 = 32). The hosts' default
+# SFA ratios need their default widths (64 / 3 is not whole), so the tiny configs set (r1, r2) = (2, 2).
+TINY = {"hidden_size": 64, "max_sequence_length": 32, "re2_blocks": 2, "sfa_reductions": [2, 2]}
+# Per host, tiny sizes whose block width D keeps FA and SFA within eq. 9 for L = 32 (D / 2 > 28.9): BiMPM
 # D = 8 l = 64, CAFE D = 64 + 6, DIIN D = 64, DRCN D = 2 * 32 (five layers: two autoencoders, two blocks per branch).
 TINY_HOSTS = {
     "esim": {**TINY, "matcher": "esim"},
     "re2": {**TINY, "matcher": "re2"},
-    "bimpm": {"hidden_size": 32, "bimpm_perspectives": 8, "max_sequence_length": 32, "matcher": "bimpm"},
-    "cafe": {"hidden_size": 64, "max_sequence_length": 32, "cafe_fm_factors": 4, "matcher": "cafe"},
+    "bimpm": {
+        "hidden_size": 32,
+        "bimpm_perspectives": 8,
+        "max_sequence_length": 32,
+        "sfa_reductions": [2, 2],
+        "matcher": "bimpm",
+    },
+    "cafe": {
+        "hidden_size": 64,
+        "max_sequence_length": 32,
+        "cafe_fm_factors": 4,
+        "sfa_reductions": [2, 2],
+        "matcher": "cafe",
+    },
     "diin": {
         "hidden_size": 64,
         "max_sequence_length": 32,
+        "sfa_reductions": [2, 2],
         "diin_dense_blocks": 2,
         "diin_dense_layers": 2,
         "diin_growth_rate": 8,
         "matcher": "diin",
     },
-    "drcn": {"hidden_size": 32, "max_sequence_length": 32, "drcn_layers": 5, "matcher": "drcn"},
+    "drcn": {
+        "hidden_size": 32,
+        "max_sequence_length": 32,
+        "drcn_layers": 5,
+        "sfa_reductions": [2, 2],
+        "matcher": "drcn",
+    },
 }
 # blocks per branch: one per interaction stage (RE2: one per block; DRCN: one per autoencoder)
 BLOCKS_PER_BRANCH = {"esim": 1, "re2": TINY["re2_blocks"], "bimpm": 1, "cafe": 1, "diin": 1, "drcn": 2}
@@ -115,7 +138,8 @@ class TestBimpmFa(_SiameseHarness):
 
 
 class TestBimpmSfa(_SiameseHarness):
-    config_overrides = {**TINY_HOSTS["bimpm"], "feature_attention": "sfa", "num_labels": 2}
+    # a non-integer r2 that divides the branch width: 2 * 64 / 2 = 64 features, squeezed to 64 / 1.6 = 40 > 28.9
+    config_overrides = {**TINY_HOSTS["bimpm"], "feature_attention": "sfa", "sfa_reductions": [2, 1.6], "num_labels": 2}
 
 
 class TestCafe(_SiameseHarness):
@@ -159,6 +183,17 @@ class TestDrcnSfa(_SiameseHarness):
     config_overrides = {**TINY_HOSTS["drcn"], "feature_attention": "sfa", "num_labels": 3}
 
 
+class TestDrcnSfaResidualBranchSum(_SiameseHarness):
+    """The two non-paper options together: the residual connection and the earlier branch-sum squeeze."""
+
+    config_overrides = {
+        **TINY_HOSTS["drcn"],
+        "feature_attention": "sfa",
+        "feature_attention_residual": True,
+        "sfa_squeeze": "branch_sum",
+    }
+
+
 def _features(batch: int = 3, length: int = 7, dim: int = 64, seed: int = 0):
     """Random features and a right-padded mask with rows of lengths length, 4, 1."""
     generator = torch.Generator().manual_seed(seed)
@@ -191,42 +226,98 @@ def test_fa_gate_recomputed_from_parameters():
         torch.testing.assert_close(block(noisy, mask), out)
 
 
-def _sfa_by_hand(block: SelectiveFeatureAttention, x: torch.Tensor) -> "tuple[torch.Tensor, torch.Tensor]":
+def _bigru_by_hand(gru: torch.nn.GRU, x: torch.Tensor) -> torch.Tensor:
+    """A one-layer BiGRU on ONE unpadded sentence (L, d_in) -> (L, 2 H) from its weights, gate by gate (PyTorch's
+    r, z, n order): r = sigmoid(W_ir x + b_ir + W_hr h + b_hr), z = sigmoid(W_iz x + b_iz + W_hz h + b_hz),
+    n = tanh(W_in x + b_in + r * (W_hn h + b_hn)), h' = (1 - z) * n + z * h; the backward direction runs from the
+    last token."""
+    directions = []
+    for suffix, order in (("", range(len(x))), ("_reverse", reversed(range(len(x))))):
+        w_i, w_h = getattr(gru, f"weight_ih_l0{suffix}"), getattr(gru, f"weight_hh_l0{suffix}")
+        b_i, b_h = getattr(gru, f"bias_ih_l0{suffix}"), getattr(gru, f"bias_hh_l0{suffix}")
+        h = torch.zeros(gru.hidden_size, dtype=x.dtype)
+        states = [None] * len(x)
+        for t in order:
+            i_r, i_z, i_n = (w_i @ x[t] + b_i).chunk(3)
+            h_r, h_z, h_n = (w_h @ h + b_h).chunk(3)
+            r, z = torch.sigmoid(i_r + h_r), torch.sigmoid(i_z + h_z)
+            h = (1 - z) * torch.tanh(i_n + r * h_n) + z * h
+            states[t] = h
+        directions.append(torch.stack(states))
+    return torch.cat(directions, -1)
+
+
+def _sfa_by_hand(
+    block: SelectiveFeatureAttention, x: torch.Tensor, squeeze: str
+) -> "tuple[torch.Tensor, torch.Tensor]":
     """SFA on ONE unpadded sentence (L, D), from the block's own parameters: 1x1 convolutions as matrix products,
-    the N stacked BiGRUs in order, eqs. 6-8 written out."""
-    reduced = x @ block.reduce.weight.squeeze(-1).T + block.reduce.bias
-    views, hidden = [], reduced.unsqueeze(0)
+    the N stacked BiGRUs written out, and eqs. 6-8. Eq. 6 in the paper's form pools the (N, L, W) stack over
+    branches and tokens together; `branch_sum` pools sum_n x^(n) over tokens."""
+    reduced = x @ block.reduce.weight[:, :, 0].T + block.reduce.bias
+    views, hidden = [], reduced
     for gru in block.branches:
-        hidden = gru(hidden)[0]
-        views.append(hidden[0])
-    fused = sum(views)
-    s = fused.mean(0) + fused.max(0).values
+        hidden = _bigru_by_hand(gru, hidden)
+        views.append(hidden)
+    if squeeze == "paper":
+        every = torch.cat(views, 0)  # (N L, W): each feature over all branches and tokens
+        s = every.sum(0) / every.shape[0] + every.max(0).values
+    else:
+        fused = sum(views)
+        s = fused.sum(0) / fused.shape[0] + fused.max(0).values
     z = torch.tanh(block.squeeze.weight @ s)
     a = torch.stack([torch.sigmoid(fc.weight @ z) for fc in block.select])  # (N, 2D/r1)
     weights = torch.exp(a) / torch.exp(a).sum(0, keepdim=True)
     selected = sum(w * v for w, v in zip(weights, views))
-    output = selected @ block.expand.weight.squeeze(-1).T + block.expand.bias
+    output = selected @ block.expand.weight[:, :, 0].T + block.expand.bias
     return output, weights
 
 
-@pytest.mark.parametrize("branches, reductions", [(3, (2, 2)), (2, (4, 1))])
-def test_sfa_branch_weights_recomputed_from_parameters(branches, reductions):
+@pytest.mark.parametrize("squeeze", ["paper", "branch_sum"])
+@pytest.mark.parametrize("branches, reductions", [(3, (2, 2)), (2, (4, 1)), (2, (3.2, 1.6))])
+def test_sfa_recomputed_from_parameters_in_float64(squeeze, branches, reductions):
     torch.manual_seed(0)
-    block = SelectiveFeatureAttention(64, branches, reductions).eval()
+    block = SelectiveFeatureAttention(64, branches, reductions, squeeze).double().eval()
+    with torch.no_grad():  # non-zero biases, so that a bias the module dropped would show
+        for name, param in block.named_parameters():
+            if "bias" in name:
+                param.normal_(0.0, 0.3)
     x, mask = _features()
-    width = 2 * (64 // reductions[0])
+    x = x.double()
+    width = 2 * round(64 / reductions[0])
+    assert block.squeeze.weight.shape == (round(width / reductions[1]), width)
     with torch.no_grad():
         out, weights = block(x, mask, return_weights=True)
         assert out.shape == x.shape and weights.shape == (3, branches, width)
-        torch.testing.assert_close(weights.sum(1), torch.ones(3, width))
+        torch.testing.assert_close(weights.sum(1), torch.ones(3, width, dtype=torch.float64))
         assert (weights > 0).all() and (weights < 1).all()
         for i in range(x.shape[0]):
             length = int(mask[i].sum())
-            expected_out, expected_weights = _sfa_by_hand(block, x[i, :length])
-            torch.testing.assert_close(weights[i], expected_weights, atol=1e-6, rtol=1e-5)
-            torch.testing.assert_close(out[i, :length], expected_out, atol=1e-5, rtol=1e-5)
+            expected_out, expected_weights = _sfa_by_hand(block, x[i, :length], squeeze)
+            torch.testing.assert_close(weights[i], expected_weights, atol=1e-12, rtol=1e-10)
+            torch.testing.assert_close(out[i, :length], expected_out, atol=1e-12, rtol=1e-10)
             if length < x.shape[1]:
                 assert out[i, length:].abs().max().item() == 0.0
+
+
+def test_sfa_squeeze_options_differ_and_ignore_padding():
+    """The two eq. 6 readings give different branch weights from the same parameters (so the recomputation above
+    tells them apart), and neither reads padding positions."""
+    torch.manual_seed(0)
+    paper = SelectiveFeatureAttention(64, 3, (2, 2), "paper").double().eval()
+    branch_sum = SelectiveFeatureAttention(64, 3, (2, 2), "branch_sum").double().eval()
+    branch_sum.load_state_dict(paper.state_dict())
+    x, mask = _features()
+    x = x.double()
+    noisy = x.clone()
+    noisy[mask == 0] = 1e3
+    with torch.no_grad():
+        w_paper = paper(x, mask, return_weights=True)[1]
+        w_sum = branch_sum(x, mask, return_weights=True)[1]
+        assert (w_paper - w_sum).abs().max() > 1e-3
+        for block, weights in ((paper, w_paper), (branch_sum, w_sum)):
+            torch.testing.assert_close(block(noisy, mask, return_weights=True)[1], weights)
+    with pytest.raises(ValueError, match="sfa_squeeze"):
+        SelectiveFeatureAttention(64, 3, (2, 2), "sum")
 
 
 def test_sfa_weights_differ_per_feature_and_per_sentence():
@@ -304,12 +395,29 @@ def test_tri_collator_rows_without_condition_train_the_model():
     [
         ({"matcher": "mvlstm"}, "matcher"),
         ({"feature_attention": "se"}, "feature_attention"),
-        ({"feature_attention": "fa", "fa_reduction": 4}, "fa_reduction"),  # 150 // 4 = 37 <= 8.33 ln 128 = 40.4
-        ({"feature_attention": "sfa", "sfa_reductions": [8, 1]}, "sfa_reductions"),  # 2 (150 // 8) = 36
-        ({"feature_attention": "sfa", "sfa_reductions": [2, 4]}, "sfa_reductions"),  # 150 // 4 = 37
-        ({"feature_attention": "fa", "hidden_size": 64, "max_sequence_length": 128}, "fa_reduction"),
+        ({"feature_attention": "fa", "fa_reduction": 5}, "fa_reduction"),  # 150 / 5 = 30 <= 8.33 ln 128 = 40.4
+        ({"feature_attention": "sfa", "sfa_reductions": [10, 1]}, "sfa_reductions"),  # 2 (150 / 10) = 30
+        ({"feature_attention": "sfa", "sfa_reductions": [2, 5]}, "sfa_reductions"),  # 150 / 5 = 30
+        ({"feature_attention": "fa", "hidden_size": 40, "max_sequence_length": 128}, "fa_reduction"),  # 40 / 1
         ({"sfa_reductions": [2]}, "sfa_reductions"),
+        ({"sfa_reductions": 2}, "sfa_reductions"),
         ({"sfa_branches": 0}, "sfa_branches"),
+        ({"sfa_branches": 2.5}, "sfa_branches"),
+        # reduction ratios: numbers >= 1 that divide their width exactly
+        ({"fa_reduction": 0.5}, "fa_reduction"),
+        ({"fa_reduction": "2"}, "fa_reduction"),
+        ({"fa_reduction": True}, "fa_reduction"),
+        ({"sfa_reductions": [0, 2]}, "sfa_reductions"),
+        ({"sfa_reductions": [2, "x"]}, "sfa_reductions"),
+        ({"feature_attention": "fa", "fa_reduction": 4}, "fa_reduction"),  # 150 / 4 = 37.5 features
+        ({"feature_attention": "sfa", "sfa_reductions": [4, 2]}, r"sfa_reductions\[0\]"),  # 150 / 4 = 37.5
+        ({"feature_attention": "sfa", "sfa_reductions": [3, 3]}, r"sfa_reductions\[1\]"),  # 100 / 3
+        ({"matcher": "cafe", "feature_attention": "sfa", "sfa_reductions": [3, 5]}, "sfa_reductions"),  # 104 / 5
+        ({"matcher": "bimpm", "feature_attention": "sfa", "sfa_reductions": [3.75, 4]}, "sfa_reductions"),  # 42.7
+        ({"sfa_squeeze": "sum"}, "sfa_squeeze"),
+        ({"sfa_squeeze": None}, "sfa_squeeze"),
+        ({"feature_attention_residual": "yes"}, "feature_attention_residual"),
+        ({"feature_attention_residual": None}, "feature_attention_residual"),
         ({"re2_kernel_size": 4}, "re2_kernel_size"),
         ({"dropout": 1.5}, "dropout"),
         ({"label_min": 5.0, "label_max": 1.0}, "label_max"),
@@ -326,8 +434,10 @@ def test_tri_collator_rows_without_condition_train_the_model():
         ({"drcn_reconstruction_weight": -0.1}, "drcn_reconstruction_weight"),
         # block widths follow the host: BiMPM's 8 l = 32 features give an FA bottleneck of 16 <= 40.4
         ({"matcher": "bimpm", "bimpm_perspectives": 4, "feature_attention": "fa"}, "fa_reduction"),
-        # DRCN's blocks are 2 H = 300 wide: r = 8 gives 37 <= 40.4 (ESIM's 150 // 4 = 37 fails the same way)
-        ({"matcher": "drcn", "feature_attention": "fa", "fa_reduction": 8}, "fa_reduction"),
+        # DRCN's blocks are 2 H = 300 wide: r = 10 gives 30 <= 40.4 (ESIM's 150 / 5 = 30 fails the same way)
+        ({"matcher": "drcn", "feature_attention": "fa", "fa_reduction": 10}, "fa_reduction"),
+        # DRCN with Table 1's r2 = 5: a squeeze of 200 / 5 = 40 <= 40.4 at L = 128
+        ({"matcher": "drcn", "feature_attention": "sfa", "sfa_reductions": [3, 5]}, "sfa_reductions"),
     ],
 )
 def test_config_rejects_bad_values(kwargs, field):
@@ -380,10 +490,116 @@ def test_block_width_follows_the_host():
     widths = {"esim": 150, "re2": 150, "bimpm": 160, "cafe": 156, "diin": 150, "drcn": 300}
     for matcher, width in widths.items():
         assert SiameseMatcherConfig(matcher=matcher).feature_attention_width() == width
-    # 150 // 4 = 37 fails for ESIM, 300 // 4 = 75 passes for DRCN (floor 40.4 at L = 128)
+    # 150 / 5 = 30 fails for ESIM, 300 / 5 = 60 passes for DRCN (floor 40.4 at L = 128)
     with pytest.raises(ValueError, match="fa_reduction"):
-        SiameseMatcherConfig(matcher="esim", feature_attention="fa", fa_reduction=4)
-    SiameseMatcherConfig(matcher="drcn", feature_attention="fa", fa_reduction=4)
+        SiameseMatcherConfig(matcher="esim", feature_attention="fa", fa_reduction=5)
+    SiameseMatcherConfig(matcher="drcn", feature_attention="fa", fa_reduction=5)
+
+
+# The documented per-host defaults: (r, (r1, r2), N) and the SFA widths (2 D / r1, 2 D / (r1 r2)) they give at the
+# default sizes. Table 1 of the paper: (1, (3, 5), 3), BiMPM (2, (3.75, 4), 2).
+DOCUMENTED_DEFAULTS = {
+    "esim": (1, [3, 2], 3, (100, 50)),
+    "re2": (1, [3, 2], 3, (100, 50)),
+    "bimpm": (2, [4, 1.6], 2, (80, 50)),
+    "cafe": (1, [3, 2], 3, (104, 52)),
+    "diin": (1, [3, 2], 3, (100, 50)),
+    "drcn": (1, [3, 4], 3, (200, 50)),
+}
+
+
+@pytest.mark.parametrize("matcher", list(DOCUMENTED_DEFAULTS))
+def test_reduction_defaults_follow_the_host_and_survive_a_round_trip(matcher, tmp_path):
+    r, reductions, branches, widths = DOCUMENTED_DEFAULTS[matcher]
+    assert set(HOST_DEFAULTS) == set(DOCUMENTED_DEFAULTS)
+    config = SiameseMatcherConfig(matcher=matcher, feature_attention="sfa")
+    assert (config.fa_reduction, config.sfa_reductions, config.sfa_branches) == (r, reductions, branches)
+    assert tuple(config.bottleneck_widths().values()) == widths
+    assert SiameseMatcherConfig(matcher=matcher, feature_attention="fa").bottleneck_widths() == {
+        "fa_reduction": config.feature_attention_width() // r
+    }
+    assert config.sfa_squeeze == "paper" and config.feature_attention_residual is False
+    config.save_pretrained(tmp_path)
+    reloaded = SiameseMatcherConfig.from_pretrained(tmp_path)
+    assert (reloaded.fa_reduction, reloaded.sfa_reductions, reloaded.sfa_branches) == (r, reductions, branches)
+    # an explicit value wins over the host's default, also for the other fields
+    explicit = SiameseMatcherConfig(matcher=matcher, fa_reduction=2, sfa_reductions=[2, 2], sfa_branches=4)
+    assert (explicit.fa_reduction, explicit.sfa_reductions, explicit.sfa_branches) == (2, [2, 2], 4)
+
+
+def test_table_1_ratios_hold_where_the_widths_allow():
+    """DRCN with Table 1's r2 = 5 is within eq. 9 for sentences of at most 121 tokens (200 / 5 = 40 > 8.33 ln 121);
+    a non-integer r1 works where it divides the width (300 / 3.75 = 80) and whole-number ratios given as floats are
+    stored as ints."""
+    assert SiameseMatcherConfig(
+        matcher="drcn", feature_attention="sfa", sfa_reductions=[3, 5], max_sequence_length=121
+    ).bottleneck_widths() == {"sfa_reductions[0] (r1)": 200, "sfa_reductions[1] (r2)": 40}
+    config = SiameseMatcherConfig(matcher="drcn", feature_attention="sfa", sfa_reductions=[3.75, 3.2])
+    assert config.bottleneck_widths() == {"sfa_reductions[0] (r1)": 160, "sfa_reductions[1] (r2)": 50}
+    assert SiameseMatcherConfig(feature_attention="fa", fa_reduction=2.5).bottleneck_widths() == {"fa_reduction": 60}
+    assert SiameseMatcherConfig(sfa_reductions=[3.0, 2.0]).sfa_reductions == [3, 2]
+    block = SelectiveFeatureAttention(300, 2, (3.75, 3.2))
+    assert block.reduce.out_channels == 80 and block.branches[0].hidden_size == 80
+    assert block.squeeze.weight.shape == (50, 160) and block.expand.in_channels == 160
+    assert FeatureAttention(150, 2.5).squeeze.out_features == 60
+    for make, field in (
+        (lambda: SelectiveFeatureAttention(160, 2, (3.75, 4)), r"sfa_reductions\[0\].*160 / 3.75"),
+        (lambda: SelectiveFeatureAttention(300, 2, (3, 3)), r"sfa_reductions\[1\].*200 / 3"),
+        (lambda: FeatureAttention(150, 2.4), "fa_reduction.*150 / 2.4"),
+    ):
+        with pytest.raises(ValueError, match=field):
+            make()
+
+
+@pytest.mark.parametrize("feature_attention", ["fa", "sfa"])
+def test_residual_option_adds_the_input_to_each_block_output(feature_attention):
+    config = SiameseMatcherConfig(
+        feature_attention=feature_attention, feature_attention_residual=True, vocab_size=50, embedding_size=8, **TINY
+    )
+    pair = FeatureAttentionPair(config).eval()
+    x1, mask1 = _features(seed=1)
+    x2, mask2 = _features(batch=3, length=5, seed=2)
+    with torch.no_grad():
+        u1, u2 = pair(x1, mask1, x2, mask2)
+        torch.testing.assert_close(u1, x1 + pair.first(x1, mask1))
+        torch.testing.assert_close(u2, x2 + pair.second(x2, mask2))
+        # padding positions carry x (the blocks output zero there)
+        torch.testing.assert_close(u1[mask1 == 0], x1[mask1 == 0])
+        pair.residual = False
+        plain1, _ = pair(x1, mask1, x2, mask2)
+        torch.testing.assert_close(plain1, pair.first(x1, mask1))
+        assert (u1 - plain1).abs().max() > 0.1
+
+
+@pytest.mark.parametrize("matcher", ["re2", "drcn"])
+def test_residual_host_with_a_silent_block_is_the_host_without_blocks(matcher):
+    """With SFA's output convolution zeroed, x + SFA(x) = x: the residual host then computes exactly what the host
+    without blocks computes from the same other parameters (so the skip sits where the block does)."""
+    tokenizer = load_tokenizer("tiny-bert")
+    batch = encode_tri_inputs(tokenizer, [r["sentence1"] for r in ROWS], [r["sentence2"] for r in ROWS])
+    set_seed(0)
+    plain = create_model("siamese-matcher", backbone="tiny-bert", num_labels=3, **TINY_HOSTS[matcher]).eval()
+    residual = create_model(
+        "siamese-matcher",
+        backbone="tiny-bert",
+        num_labels=3,
+        feature_attention="sfa",
+        feature_attention_residual=True,
+        **TINY_HOSTS[matcher],
+    ).eval()
+    missing, unexpected = residual.load_state_dict(plain.state_dict(), strict=False)
+    assert not unexpected and missing and all("feature_attention" in key for key in missing)
+    blocks = [m for m in residual.modules() if isinstance(m, SelectiveFeatureAttention)]
+    with torch.no_grad():
+        for block in blocks:
+            block.expand.weight.zero_()
+            block.expand.bias.zero_()
+        torch.testing.assert_close(residual(**batch).logits, plain(**batch).logits, atol=1e-6, rtol=1e-5)
+        no_skip = create_model(
+            "siamese-matcher", backbone="tiny-bert", num_labels=3, feature_attention="sfa", **TINY_HOSTS[matcher]
+        ).eval()
+        no_skip.load_state_dict(residual.state_dict())
+        assert (no_skip(**batch).logits - plain(**batch).logits).abs().max() > 1e-4
 
 
 def _cos(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

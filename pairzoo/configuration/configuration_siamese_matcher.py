@@ -17,6 +17,17 @@ MATCHERS = ("esim", "re2", "bimpm", "cafe", "diin", "drcn")
 # CAFE appends one factorization-machine scalar per (alignment, comparison): {inter, intra} x {concat, sub, mul}.
 CAFE_FACTORIZED_FEATURES = 6
 FEATURE_ATTENTIONS = ("none", "fa", "sfa")
+SFA_SQUEEZES = ("paper", "branch_sum")
+# Per-host defaults of FA's r, SFA's (r1, r2) and N, used where the field is None: the SFA paper's Table 1 where its
+# values give whole widths within eq. 9 at this zoo's default widths and L = 128 (see `SiameseMatcherConfig`).
+HOST_DEFAULTS: "dict[str, dict[str, float | int | tuple[float, float]]]" = {
+    "esim": {"fa_reduction": 1, "sfa_reductions": (3, 2), "sfa_branches": 3},
+    "re2": {"fa_reduction": 1, "sfa_reductions": (3, 2), "sfa_branches": 3},
+    "bimpm": {"fa_reduction": 2, "sfa_reductions": (4, 1.6), "sfa_branches": 2},
+    "cafe": {"fa_reduction": 1, "sfa_reductions": (3, 2), "sfa_branches": 3},
+    "diin": {"fa_reduction": 1, "sfa_reductions": (3, 2), "sfa_branches": 3},
+    "drcn": {"fa_reduction": 1, "sfa_reductions": (3, 4), "sfa_branches": 3},
+}
 # Eq. 9 of the SFA paper: every bottleneck width must exceed 8.33 log L (natural log, L the sequence length).
 BOTTLENECK_FACTOR = 8.33
 
@@ -24,6 +35,25 @@ BOTTLENECK_FACTOR = 8.33
 def bottleneck_floor(length: int) -> float:
     """The eq. 9 lower bound 8.33 ln(L) that every bottleneck width must exceed for sequences of `length` tokens."""
     return BOTTLENECK_FACTOR * math.log(length)
+
+
+def reduced_width(width: int, ratio: float, field: str) -> int:
+    """`width / ratio` features, which must be a whole number: a ratio need not be an integer (BiMPM's r1 = 3.75 in
+    the SFA paper) but must divide the width exactly. A ValueError names `field` otherwise."""
+    value = width / ratio
+    if abs(value - round(value)) > 1e-9 * value or round(value) < 1:
+        raise ValueError(
+            f"`{field}` = {ratio!r} reduces {width} features to {width} / {ratio!r} = {value:.4g}, not a whole number "
+            f"of features; pick a ratio that divides {width} (or change the width: `hidden_size`, or "
+            "`bimpm_perspectives` for BiMPM)."
+        )
+    return round(value)
+
+
+def _ratio(field: str, value: "float | int") -> "float | int":
+    """A reduction ratio >= 1, kept an int when it is a whole number (so 3.0 is stored as 3)."""
+    check_range(field, value, 1.0)
+    return int(value) if float(value).is_integer() else float(value)
 
 
 def _check_positive_int(field: str, value) -> None:
@@ -47,7 +77,20 @@ class SiameseMatcherConfig(LabelledConfig):
     encodings that form the interaction tensor (D = `hidden_size`); and the output of each of DRCN's autoencoder
     bottlenecks (D = 2 `hidden_size`, two per branch with the default five layers). Writing L =
     `max_sequence_length`, the bottleneck rule of the paper (eq. 9) asks that each bottleneck width exceeds 8.33 ln L:
-    D // r for FA, and 2 (D // r1) and 2 (D // r1) // r2 for SFA; it is checked here for the block in use.
+    D / r for FA, and 2 D / r1 and 2 D / (r1 r2) for SFA. Each width must be a whole number (a ratio may be
+    non-integer, such as 3.75, where it divides exactly); both rules are checked here for the block in use.
+
+    `fa_reduction`, `sfa_reductions` and `sfa_branches` default per host (`None` takes the `matcher`'s row). The SFA
+    paper's Table 1 sets r = 1, r1 = 3, r2 = 5, N = 3 for ESIM, RE2, CAFE, DIIN and DRCN and r = 2, r1 = 3.75, r2 = 4,
+    N = 2 for BiMPM; at this zoo's default widths and L = 128 some of its values break one of the two rules, and those
+    (marked *) are replaced by the nearest values that keep both (a squeeze of about 50 features):
+
+    | matcher | D | r | (r1, r2) | N | SFA widths 2 D / r1, 2 D / (r1 r2) | Table 1's r2 (or r1) would give |
+    |---|---|---|---|---|---|---|
+    | esim, re2, diin | 150 | 1 | (3, 2*) | 3 | 100, 50 | 20 <= 40.4 (eq. 9) |
+    | cafe | 156 | 1 | (3, 2*) | 3 | 104, 52 | 20.8 (not whole) |
+    | drcn | 300 | 1 | (3, 4*) | 3 | 200, 50 | 40 <= 40.4 (eq. 9; Table 1 holds for L <= 121) |
+    | bimpm | 160 | 2 | (4*, 1.6*) | 2 | 80, 50 | r1 = 3.75: 42.7 (not whole) |
 
     Args:
         backbone_config (`PretrainedConfig` or `dict`, *optional*, defaults to `None`):
@@ -60,13 +103,27 @@ class SiameseMatcherConfig(LabelledConfig):
         feature_attention (`str`, *optional*, defaults to `"none"`):
             Block after the interaction attention: `"none"`, `"fa"` (feature attention, squeeze-excitation over
             features) or `"sfa"` (selective feature attention over stacked BiGRU branches).
-        fa_reduction (`int`, *optional*, defaults to 2):
-            r of FA: the excitation bottleneck has D // r features.
-        sfa_branches (`int`, *optional*, defaults to 3):
-            N, the number of stacked BiGRU layers (branches) of SFA.
-        sfa_reductions (`list[int]`, *optional*, defaults to `[2, 2]`):
-            (r1, r2) of SFA: the 1x1 convolution reduces D to D // r1 (each BiGRU direction has D // r1 units, so
-            branches are 2 (D // r1) wide) and the shared squeeze FC has 2 (D // r1) // r2 units.
+        fa_reduction (`float`, *optional*, defaults to `None`):
+            r of FA: the excitation bottleneck has D / r features. `None`: the host's default (table above).
+        sfa_branches (`int`, *optional*, defaults to `None`):
+            N, the number of stacked BiGRU layers (branches) of SFA. `None`: the host's default.
+        sfa_reductions (`list[float]`, *optional*, defaults to `None`):
+            (r1, r2) of SFA: the 1x1 convolution reduces D to D / r1 (each BiGRU direction has D / r1 units, so
+            branches are 2 D / r1 wide) and the shared squeeze FC has 2 D / (r1 r2) units. `None`: the host's
+            default.
+        sfa_squeeze (`str`, *optional*, defaults to `"paper"`):
+            The squeeze s of SFA's eq. 6 over the stacked branches x^(1..N) (B, N, L, 2 D / r1): `"paper"` averages
+            and max-pools over branches and valid tokens together, s = mean_{n,l} x^(n)_l + max_{n,l} x^(n)_l (the
+            paper's eq. 6, and the reference code's pooling over the stacked tensor); `"branch_sum"` (this zoo's
+            earlier reading) sums the branches first, s = mean_l sum_n x^(n)_l + max_l sum_n x^(n)_l, which scales the
+            average by N and takes the maximum of sums instead of the maximum over branches.
+        feature_attention_residual (`bool`, *optional*, defaults to `False`):
+            Add the block's input to its output, u = x + block(x), for FA and SFA. `False` is the paper (the block
+            replaces its input). At initialisation SFA's output is a random projection of its GRU states, about 3x
+            smaller than its input and uncorrelated with it (DRCN on MiniLM embeddings), so without the skip
+            connection a host whose blocks sit in its main path (DRCN's two per branch) starts from features unrelated
+            to its interaction stage and gets about 20x smaller gradients at the embeddings; with it, the block starts
+            as a perturbation of the identity (padding positions carry x, as with no block).
         max_sequence_length (`int`, *optional*, defaults to 128):
             L, the longest sentence (in tokens) the model is designed for; used only by the eq. 9 bottleneck check
             (the training CLI's default `--max_length` is 128). Not named `max_length`, which transformers reserves
@@ -133,9 +190,11 @@ class SiameseMatcherConfig(LabelledConfig):
         backbone_config=None,
         matcher: str = "esim",
         feature_attention: str = "none",
-        fa_reduction: int = 2,
-        sfa_branches: int = 3,
-        sfa_reductions: "list[int] | tuple[int, int]" = (2, 2),
+        fa_reduction: "float | None" = None,
+        sfa_branches: "int | None" = None,
+        sfa_reductions: "list[float] | tuple[float, float] | None" = None,
+        sfa_squeeze: str = "paper",
+        feature_attention_residual: bool = False,
         max_sequence_length: int = 128,
         hidden_size: int = 150,
         embedding_size: "int | None" = None,
@@ -162,8 +221,13 @@ class SiameseMatcherConfig(LabelledConfig):
         backbone_config = coerce_backbone_config(backbone_config)
         check_choice("matcher", matcher, MATCHERS)
         check_choice("feature_attention", feature_attention, FEATURE_ATTENTIONS)
+        check_choice("sfa_squeeze", sfa_squeeze, SFA_SQUEEZES)
+        check_choice("feature_attention_residual", feature_attention_residual, (True, False))
+        host = HOST_DEFAULTS[matcher]
+        fa_reduction = host["fa_reduction"] if fa_reduction is None else fa_reduction
+        sfa_branches = host["sfa_branches"] if sfa_branches is None else sfa_branches
+        sfa_reductions = host["sfa_reductions"] if sfa_reductions is None else sfa_reductions
         for field, value in (
-            ("fa_reduction", fa_reduction),
             ("sfa_branches", sfa_branches),
             ("max_sequence_length", max_sequence_length),
             ("hidden_size", hidden_size),
@@ -192,8 +256,8 @@ class SiameseMatcherConfig(LabelledConfig):
             raise ValueError(f"`re2_kernel_size` must be odd so that lengths are kept, got {re2_kernel_size}.")
         if not isinstance(sfa_reductions, (list, tuple)) or len(sfa_reductions) != 2:
             raise ValueError(f"`sfa_reductions` must be a pair (r1, r2), got {sfa_reductions!r}.")
-        for value in sfa_reductions:
-            _check_positive_int("sfa_reductions", value)
+        fa_reduction = _ratio("fa_reduction", fa_reduction)
+        sfa_reductions = [_ratio("sfa_reductions", value) for value in sfa_reductions]
         if embedding_size is None and backbone_config is not None:
             embedding_size = backbone_config.hidden_size
         if vocab_size is None and backbone_config is not None:
@@ -213,7 +277,9 @@ class SiameseMatcherConfig(LabelledConfig):
         self.feature_attention = feature_attention
         self.fa_reduction = fa_reduction
         self.sfa_branches = sfa_branches
-        self.sfa_reductions = [int(r) for r in sfa_reductions]
+        self.sfa_reductions = sfa_reductions
+        self.sfa_squeeze = sfa_squeeze
+        self.feature_attention_residual = feature_attention_residual
         self.max_sequence_length = max_sequence_length
         self.hidden_size = hidden_size
         self.embedding_size = embedding_size
@@ -249,14 +315,18 @@ class SiameseMatcherConfig(LabelledConfig):
         return self.hidden_size
 
     def bottleneck_widths(self) -> dict[str, int]:
-        """The bottleneck widths of the block in use, keyed by the field that sets each (empty for `none`)."""
+        """The bottleneck widths of the block in use, keyed by the field that sets each (empty for `none`); a ratio
+        that does not divide its width exactly is a ValueError naming the field."""
         width = self.feature_attention_width()
         if self.feature_attention == "fa":
-            return {"fa_reduction": width // self.fa_reduction}
+            return {"fa_reduction": reduced_width(width, self.fa_reduction, "fa_reduction")}
         if self.feature_attention == "sfa":
             r1, r2 = self.sfa_reductions
-            branch = 2 * (width // r1)
-            return {"sfa_reductions[0] (r1)": branch, "sfa_reductions[1] (r2)": branch // r2}
+            branch = 2 * reduced_width(width, r1, "sfa_reductions[0] (r1)")
+            return {
+                "sfa_reductions[0] (r1)": branch,
+                "sfa_reductions[1] (r2)": reduced_width(branch, r2, "sfa_reductions[1] (r2)"),
+            }
         return {}
 
     def _check_bottlenecks(self) -> None:

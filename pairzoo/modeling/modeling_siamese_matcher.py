@@ -28,7 +28,7 @@ from transformers import AutoModel
 from transformers import initialization as init
 from transformers.utils import ModelOutput
 
-from ..configuration.configuration_siamese_matcher import SiameseMatcherConfig
+from ..configuration.configuration_siamese_matcher import SFA_SQUEEZES, SiameseMatcherConfig, reduced_width
 from .common import PairzooPreTrainedModel, similarity_loss_and_scores
 
 
@@ -82,14 +82,15 @@ class FeatureAttention(nn.Module):
     """FA (paper section 2.2): per-feature gates from a squeeze over the sequence.
 
     s = mean over valid tokens of x            (B, D)
-    e = sigmoid(W2 tanh(W1 s))                 (B, D), W1: D -> D // r, W2: D // r -> D
+    e = sigmoid(W2 tanh(W1 s))                 (B, D), W1: D -> D / r, W2: D / r -> D
     u = e * x                                  (B, L, D), the gate broadcast over tokens
     """
 
-    def __init__(self, dim: int, reduction: int) -> None:
+    def __init__(self, dim: int, reduction: float) -> None:
         super().__init__()
-        self.squeeze = nn.Linear(dim, dim // reduction, bias=False)
-        self.excite = nn.Linear(dim // reduction, dim, bias=False)
+        reduced = reduced_width(dim, reduction, "fa_reduction")
+        self.squeeze = nn.Linear(dim, reduced, bias=False)
+        self.excite = nn.Linear(reduced, dim, bias=False)
 
     def gate(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """(B, L, D), (B, L) -> the feature gate e (B, D)."""
@@ -104,34 +105,51 @@ class FeatureAttention(nn.Module):
 class SelectiveFeatureAttention(nn.Module):
     """SFA (paper section 3.2): soft selection among N stacked BiGRU views of the features, per feature.
 
-    y       = Conv1x1(x)                                   (B, L, D // r1)
-    x^(n)   = BiGRU_n(x^(n-1)), x^(0) = y                  (B, L, 2 D // r1), n = 1..N   (eq. 4)
-    s       = avg_valid(sum_n x^(n)) + max_valid(sum_n x^(n))   (B, 2 D // r1)            (eq. 6)
-    z       = tanh(W_z s)                                  (B, 2 D // (r1 r2))
-    a_n     = sigmoid(W_n z)                               (B, 2 D // r1)                (eq. 7)
-    w       = softmax over n of a_n                        (B, N, 2 D // r1)             (eq. 8)
+    y       = Conv1x1(x)                                   (B, L, D / r1)
+    x^(n)   = BiGRU_n(x^(n-1)), x^(0) = y                  (B, L, 2 D / r1), n = 1..N   (eq. 4)
+    s       = mean_{n,l} x^(n)_l + max_{n,l} x^(n)_l       (B, 2 D / r1)                (eq. 6, `squeeze="paper"`)
+    z       = tanh(W_z s)                                  (B, 2 D / (r1 r2))
+    a_n     = sigmoid(W_n z)                               (B, 2 D / r1)                (eq. 7)
+    w       = softmax over n of a_n                        (B, N, 2 D / r1)             (eq. 8)
     output  = Conv1x1(sum_n w_n * x^(n))                   (B, L, D)
+
+    The squeeze pools over the branches and the valid tokens of the stacked (B, N, L, 2 D / r1) tensor together.
+    `squeeze="branch_sum"` keeps the earlier reading s = mean_l sum_n x^(n)_l + max_l sum_n x^(n)_l (the branches
+    summed first: N times the paper's average, and the maximum of the sum instead of the maximum over branches).
     """
 
-    def __init__(self, dim: int, branches: int, reductions: "tuple[int, int] | list[int]") -> None:
+    def __init__(
+        self, dim: int, branches: int, reductions: "tuple[float, float] | list[float]", squeeze: str = "paper"
+    ) -> None:
         super().__init__()
+        if squeeze not in SFA_SQUEEZES:
+            raise ValueError(f"`sfa_squeeze` must be one of {list(SFA_SQUEEZES)}, got {squeeze!r}.")
         r1, r2 = reductions
-        reduced = dim // r1
+        reduced = reduced_width(dim, r1, "sfa_reductions[0] (r1)")
         width = 2 * reduced
+        self.squeeze_mode = squeeze
         self.reduce = nn.Conv1d(dim, reduced, kernel_size=1)
         self.branches = nn.ModuleList(
             nn.GRU(reduced if n == 0 else width, reduced, batch_first=True, bidirectional=True)
             for n in range(branches)
         )
-        self.squeeze = nn.Linear(width, width // r2, bias=False)
-        self.select = nn.ModuleList(nn.Linear(width // r2, width, bias=False) for _ in range(branches))
+        self.squeeze = nn.Linear(width, reduced_width(width, r2, "sfa_reductions[1] (r2)"), bias=False)
+        self.select = nn.ModuleList(nn.Linear(self.squeeze.out_features, width, bias=False) for _ in range(branches))
         self.expand = nn.Conv1d(width, dim, kernel_size=1)
+
+    def pooled(self, stacked: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Eq. 6: the squeeze s (B, 2 D / r1) of the stacked branches (B, N, L, 2 D / r1) over valid tokens."""
+        if self.squeeze_mode == "branch_sum":
+            fused = stacked.sum(1)
+            return masked_mean(fused, mask) + masked_max(fused, mask)
+        flat, flat_mask = stacked.flatten(1, 2), mask.repeat(1, stacked.shape[1])  # (B, N L, .), branch-major
+        return masked_mean(flat, flat_mask) + masked_max(flat, flat_mask)
 
     def forward(
         self, x: torch.Tensor, mask: torch.Tensor, return_weights: bool = False
     ) -> "torch.Tensor | tuple[torch.Tensor, torch.Tensor]":
         """(B, L, D), (B, L) -> (B, L, D) with zero padding positions; with `return_weights`, also the branch weights
-        w (B, N, 2 D // r1), which sum to 1 over the N branches for every feature."""
+        w (B, N, 2 D / r1), which sum to 1 over the N branches for every feature."""
         lengths = check_token_mask(mask)
         keep = mask.unsqueeze(-1).to(x.dtype)
         hidden = self.reduce((x * keep).transpose(1, 2)).transpose(1, 2)
@@ -139,9 +157,8 @@ class SelectiveFeatureAttention(nn.Module):
         for gru in self.branches:
             hidden = run_rnn(gru, hidden, lengths)
             views.append(hidden)
-        stacked = torch.stack(views, 1)  # (B, N, L, 2 D // r1)
-        fused = stacked.sum(1)
-        z = torch.tanh(self.squeeze(masked_mean(fused, mask) + masked_max(fused, mask)))
+        stacked = torch.stack(views, 1)  # (B, N, L, 2 D / r1)
+        z = torch.tanh(self.squeeze(self.pooled(stacked, mask)))
         weights = torch.stack([torch.sigmoid(fc(z)) for fc in self.select], 1).softmax(1)
         selected = (weights.unsqueeze(2) * stacked).sum(1)
         output = self.expand(selected.transpose(1, 2)).transpose(1, 2) * keep
@@ -155,24 +172,28 @@ def build_feature_attention(config: SiameseMatcherConfig) -> "nn.Module | None":
     if config.feature_attention == "fa":
         return FeatureAttention(width, config.fa_reduction)
     if config.feature_attention == "sfa":
-        return SelectiveFeatureAttention(width, config.sfa_branches, config.sfa_reductions)
+        return SelectiveFeatureAttention(width, config.sfa_branches, config.sfa_reductions, config.sfa_squeeze)
     return None
 
 
 class FeatureAttentionPair(nn.Module):
-    """One block per branch (same form, unshared parameters); the identity when the config asks for none."""
+    """One block per branch (same form, unshared parameters); the identity when the config asks for none. With
+    `feature_attention_residual` each branch gets x + block(x) (a skip connection the paper does not have; padding
+    positions then carry x, as with no block)."""
 
     def __init__(self, config: SiameseMatcherConfig) -> None:
         super().__init__()
         self.first = build_feature_attention(config)
         self.second = build_feature_attention(config)
+        self.residual = config.feature_attention_residual
 
     def forward(
         self, x1: torch.Tensor, mask1: torch.Tensor, x2: torch.Tensor, mask2: torch.Tensor
     ) -> "tuple[torch.Tensor, torch.Tensor]":
         if self.first is None:
             return x1, x2
-        return self.first(x1, mask1), self.second(x2, mask2)
+        u1, u2 = self.first(x1, mask1), self.second(x2, mask2)
+        return (x1 + u1, x2 + u2) if self.residual else (u1, u2)
 
 
 # ---------------------------------------------------------------------------------------------------------------

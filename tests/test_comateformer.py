@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 from model_harness import ROWS, ModelHarness
-from transformers import AutoModel, set_seed
+from transformers import AutoModel, EvalPrediction, set_seed
 
 from pairzoo import ComateformerConfig, ComateformerModel, create_model, load_tokenizer
 from pairzoo.hub_cards import export_model, run_without_pairzoo
@@ -60,6 +60,29 @@ class TestComateformerClassificationAblation(ModelHarness):
         return pair_inputs(tokenizer, rows, model.config.num_labels)
 
 
+class TestComateformerGentleIntegration(ModelHarness):
+    """Regression with every non-paper option on (mix, L1 key normalisation, gate bias, mean pooling, BCE); BERT
+    only (the options do not depend on the backbone family)."""
+
+    model_name = "comateformer"
+    config_overrides = {
+        **TINY,
+        "integration": "mix",
+        "mix_scale": 10.0,
+        "key_normalization": "l1",
+        "gate_bias": 1.0,
+        "pooling": "mean",
+        "regression_loss": "bce",
+    }
+
+    @pytest.fixture(params=["tiny-bert"])
+    def backbone(self, request) -> str:
+        return request.param
+
+    def make_inputs(self, tokenizer, rows, model):
+        return pair_inputs(tokenizer, rows, model.config.num_labels)
+
+
 # ------------------------------------------------------------------------------------------- independent references
 
 
@@ -74,8 +97,11 @@ def reference_maps(
     difference_fn="sigmoid",
     center_affinity=False,
     center_difference=False,
+    gate_bias=0.0,
+    key_normalization="none",
+    **_,
 ):
-    """E, N, M written out naively: the (..., L, L, d) difference tensor, explicit masked row means."""
+    """E, N, gate, M written out naively: the (..., L, L, d) difference tensor, explicit masked row means and sums."""
     d = q.shape[-1]
     e = alpha * torch.einsum("...id,...jd->...ij", q, k) / d**0.5
     n = -beta * (q[..., :, None, :] - k[..., None, :, :]).abs().sum(-1) / d**0.5
@@ -88,8 +114,13 @@ def reference_maps(
     n_in = centre(n) if center_difference or gate == "center" else n
     phi = {"sigmoid": torch.sigmoid, "tanh": torch.tanh, "arctan": torch.atan}[difference_fn]
     psi = {"tanh": torch.tanh, "sigmoid": torch.sigmoid}[affinity_fn]
-    g = 2 * phi(n_in) if gate == "double_sigmoid" else phi(n_in)
-    return e, n, psi(e_in) * g * w
+    g = phi(n_in + gate_bias) * (2 if gate == "double_sigmoid" else 1)
+    m = psi(e_in) * g * w
+    if key_normalization == "count":
+        m = m / w.sum(-1, keepdim=True)
+    elif key_normalization == "l1":
+        m = m / (m.abs().sum(-1, keepdim=True) + 1e-6)
+    return e, n, g, m
 
 
 def capture_self_attention(model, layer: int, inputs: dict):
@@ -107,36 +138,73 @@ def capture_self_attention(model, layer: int, inputs: dict):
     return module, seen["hidden"], seen["output"]
 
 
+def reference_heads(module, hidden, attention_mask, config):
+    """Every head's output (B, H, L, d) of a combined layer, from the module's own parameters in float64: combined
+    heads by `reference_maps` (mixed with the softmax head by g = mix_scale * combined_mix under "mix"), the others
+    softmax attention. Also returns the combined heads' C, their softmax outputs S and their gates."""
+    heads, size = module.num_attention_heads, module.attention_head_size
+    hidden = hidden.double()
+
+    def project(linear):
+        out = hidden @ linear.weight.double().T + linear.bias.double()
+        return out.view(*hidden.shape[:2], heads, size).transpose(1, 2)
+
+    q, k, v = project(module.query), project(module.key), project(module.value)
+    keep = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, Lk)
+    scores = (q @ k.transpose(-1, -2)) / size**0.5
+    softmax = scores.masked_fill(~keep, float("-inf")).softmax(-1) @ v
+    h = module.num_combined_heads
+    _, _, gate, m = reference_maps(q[:, :h], k[:, :h], keep, **config.to_dict())
+    combined = m @ v[:, :h]
+    out = softmax.clone()
+    if config.integration == "mix":
+        g = config.mix_scale * module.combined_mix.detach().double()[None, :, None, None]
+        out[:, :h] = softmax[:, :h] + g * (combined - softmax[:, :h])
+    else:
+        out[:, :h] = combined
+    return out, combined, softmax[:, :h], gate
+
+
+INTEGRATION_OPTIONS = [
+    {},
+    {"key_normalization": "count", "gate_bias": 2.0},
+    {"key_normalization": "l1", "center_difference": True},
+    {"integration": "mix"},
+    {"integration": "mix", "key_normalization": "l1", "mix_scale": 3.0, "gate": "center", "gate_bias": -0.5},
+]
+
+
+@pytest.mark.parametrize("settings", INTEGRATION_OPTIONS)
 @pytest.mark.parametrize("backbone", ["tiny-bert", "tiny-roberta"])
-def test_heads_recomputed_from_the_layers_own_projections(backbone):
-    """Head 0 (combined) = M V from the layer's own W_Q, W_K, W_V; the first non-combined head is softmax attention;
-    padding keys contribute nothing; the number of combined heads is ceil(f * H)."""
+def test_heads_recomputed_from_the_layers_own_projections(backbone, settings):
+    """Every head of a combined layer recomputed in float64 from the layer's own W_Q, W_K, W_V (and mix parameter):
+    combined heads M V (normalised, biased, mixed as configured), the others softmax attention; padding keys
+    contribute nothing; the number of combined heads is ceil(f * H)."""
     set_seed(0)
     model = create_model(
-        "comateformer", backbone=backbone, combined_layers=[1], combined_head_fraction=0.3, alpha=1.3, beta=0.7
+        "comateformer",
+        backbone=backbone,
+        combined_layers=[1],
+        combined_head_fraction=0.3,
+        alpha=1.3,
+        beta=0.7,
+        **settings,
     ).eval()
     tokenizer = load_tokenizer(backbone)
     inputs = pair_inputs(tokenizer, ROWS)
     inputs.pop("labels")
     assert inputs["attention_mask"].min() == 0, "the batch must contain padding"
+    module = model.backbone.encoder.layer[1].attention.self
+    assert module.num_combined_heads == 2 == num_combined_heads(0.3, module.num_attention_heads)  # ceil(0.3 * 4)
+    if model.config.integration == "mix":
+        assert not module.combined_mix.any(), "the mix starts at zero"
+        with torch.no_grad():
+            module.combined_mix.copy_(torch.tensor([0.4, -0.9]) / model.config.mix_scale)
     module, hidden, output = capture_self_attention(model, 1, inputs)
-    heads, size = module.num_attention_heads, module.attention_head_size
-    assert module.num_combined_heads == 2 == num_combined_heads(0.3, heads)  # ceil(0.3 * 4) = 2
-
-    def project(linear):
-        return (hidden @ linear.weight.T + linear.bias).view(*hidden.shape[:2], heads, size).transpose(1, 2)
-
-    q, k, v = project(module.query), project(module.key), project(module.value)
-    keep = inputs["attention_mask"].bool()[:, None, :]  # (B, 1, Lk) over queries
-    for h in range(heads):
-        got = output.view(*hidden.shape[:2], heads, size)[:, :, h]
-        if h < module.num_combined_heads:
-            _, _, m = reference_maps(q[:, h], k[:, h], keep, alpha=1.3, beta=0.7)
-            expected = m @ v[:, h]
-        else:
-            scores = (q[:, h] @ k[:, h].transpose(-1, -2)) / size**0.5
-            expected = scores.masked_fill(~keep, float("-inf")).softmax(-1) @ v[:, h]
-        torch.testing.assert_close(got, expected, rtol=0, atol=1e-5, msg=f"head {h}")
+    expected, *_ = reference_heads(module, hidden, inputs["attention_mask"], model.config)
+    got = output.view(*hidden.shape[:2], module.num_attention_heads, -1).transpose(1, 2)
+    for h in range(module.num_attention_heads):
+        torch.testing.assert_close(got[:, h].double(), expected[:, h], rtol=0, atol=1e-5, msg=f"head {h}")
 
 
 @pytest.mark.parametrize(
@@ -154,31 +222,57 @@ def test_number_of_combined_heads_is_ceil_of_fraction(fraction, heads, expected)
         {"gate": "center"},
         {"affinity_fn": "sigmoid", "difference_fn": "tanh", "center_affinity": True},
         {"difference_fn": "arctan", "center_difference": True, "alpha": 2.0, "beta": 0.5},
+        {"gate_bias": 3.0},
+        {"key_normalization": "count", "gate": "center", "gate_bias": -1.5},
+        {"key_normalization": "l1"},
+        {"key_normalization": "l1", "affinity_fn": "sigmoid", "center_difference": True},
     ],
 )
 def test_combined_maps_match_the_naive_equations(settings):
-    """The cdist-based maps equal the written-out equations for every ablation, with a padding mask."""
+    """The cdist-based maps equal the written-out equations for every ablation and option, with a padding mask."""
     torch.manual_seed(0)
     q, k = torch.randn(2, 3, 5, 4, dtype=torch.float64), torch.randn(2, 3, 5, 4, dtype=torch.float64)
     keep = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], dtype=torch.bool)[:, None, None, :]
     config = ComateformerConfig(**settings)
     for mask in (keep, None):
         got = combined_attention_maps(q, k, mask, config)
-        for name, a, b in zip("ENM", got, reference_maps(q, k, mask, **settings)):
+        for name, a, b in zip(["E", "N", "gate", "M"], got, reference_maps(q, k, mask, **settings)):
             torch.testing.assert_close(a, b, rtol=0, atol=1e-12, msg=name)
-    assert (got[2] != 0).all() and (combined_attention_maps(q, k, keep, config)[2][1, ..., 3:] == 0).all()
+        only_m = combined_attention_maps(q, k, mask, config, return_all=False)
+        assert only_m[:3] == (None, None, None) and torch.equal(only_m.combined, got.combined)
+    assert (got.combined != 0).all() and (combined_attention_maps(q, k, keep, config).combined[1, ..., 3:] == 0).all()
 
 
-@pytest.mark.parametrize("gate", ["double_sigmoid", "center"])
-def test_gradient_through_the_l1_term(gate):
+def test_key_normalization_removes_the_growth_with_length():
+    """Without normalisation the L1 mass of a row of M grows with the number of keys; "l1" makes it 1 and "count"
+    makes it the mean |M| of the row, at every length."""
+    torch.manual_seed(0)
+    q, k = torch.randn(1, 1, 64, 8, dtype=torch.float64), torch.randn(1, 1, 64, 8, dtype=torch.float64)
+    mass = {}
+    for length in (8, 64):
+        for norm in ("none", "count", "l1"):
+            config = ComateformerConfig(key_normalization=norm, center_difference=True)
+            maps = combined_attention_maps(q[..., :length, :], k[..., :length, :], None, config)
+            mass[norm, length] = maps.combined.abs().sum(-1).mean().item()
+    assert mass["none", 64] > 4 * mass["none", 8]
+    for length in (8, 64):
+        assert mass["l1", length] == pytest.approx(1.0, abs=1e-6)
+        assert mass["count", length] == pytest.approx(mass["none", length] / length, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    "gate, key_normalization",
+    [("double_sigmoid", "none"), ("center", "none"), ("double_sigmoid", "l1"), ("center", "count")],
+)
+def test_gradient_through_the_l1_term(gate, key_normalization):
     """gradcheck (float64) of output = M V w.r.t. queries, keys and values, padding mask included."""
     torch.manual_seed(0)
     q, k, v = (torch.randn(1, 2, 4, 3, dtype=torch.float64, requires_grad=True) for _ in range(3))
     keep = torch.tensor([1, 1, 1, 0], dtype=torch.bool)[None, None, None, :]
-    config = ComateformerConfig(gate=gate, center_affinity=True)
+    config = ComateformerConfig(gate=gate, center_affinity=True, key_normalization=key_normalization, gate_bias=0.5)
 
     def output(q, k, v):
-        return combined_attention_maps(q, k, keep, config)[2] @ v
+        return combined_attention_maps(q, k, keep, config).combined @ v
 
     assert torch.autograd.gradcheck(output, (q, k, v), eps=1e-6, atol=1e-6)
 
@@ -206,6 +300,167 @@ def test_no_combined_heads_is_exactly_the_backbone(backbone, off):
         expected = plain(**inputs).last_hidden_state
         torch.testing.assert_close(encoder(**inputs).last_hidden_state, expected, rtol=0, atol=0)
         assert not torch.allclose(combined(**inputs).last_hidden_state, expected, atol=1e-3)
+
+
+@pytest.mark.parametrize("attn_implementation", ["sdpa", "eager"])
+@pytest.mark.parametrize("key_normalization", ["none", "l1"])
+@pytest.mark.parametrize("backbone", ["tiny-bert", "tiny-roberta"])
+def test_mix_at_initialisation_is_exactly_the_backbone(backbone, key_normalization, attn_implementation):
+    """`integration="mix"` starts with g = 0: logits and every gradient equal the `combined_layers=[]` model's."""
+    inputs = pair_inputs(load_tokenizer(backbone), ROWS)
+    set_seed(0)
+    mix = create_model(
+        "comateformer", backbone=backbone, **TINY, integration="mix", key_normalization=key_normalization
+    ).eval()
+    plain = type(mix)(
+        ComateformerConfig(**{**mix.config.to_dict(), "combined_layers": [], "combined_head_fraction": []})
+    )
+    missing, unexpected = plain.load_state_dict(mix.state_dict(), strict=False)
+    assert not missing and sorted(unexpected) == [
+        f"backbone.encoder.layer.{i}.attention.self.combined_mix" for i in (0, 1)
+    ]
+    for model in (mix, plain):
+        model.eval().set_attn_implementation(attn_implementation)
+        model(**inputs).loss.backward()
+    torch.testing.assert_close(mix(**inputs).logits, plain(**inputs).logits, rtol=0, atol=0)
+    grads = dict(plain.named_parameters())
+    for name, parameter in mix.named_parameters():
+        if name.endswith("combined_mix"):
+            assert parameter.grad.abs().min() > 0, "g must get a gradient at zero"
+        else:
+            torch.testing.assert_close(parameter.grad, grads[name].grad, rtol=1e-5, atol=1e-7, msg=name)
+
+
+def test_mix_parameter_survives_save_and_load_and_backbone_checkpoints_load_into_mix(tmp_path):
+    """The mix parameter is saved and reloaded; a plain backbone checkpoint (no mix parameter) loads strictly into a
+    mix model, leaving g at zero, and rejects any other missing key."""
+    from transformers import BertModel
+
+    from pairzoo.backbones import tiny_backbone_config
+    from pairzoo.modeling.modeling_comateformer import ComateformerForSequenceClassification
+
+    inputs = pair_inputs(load_tokenizer("tiny-bert"), ROWS)
+    inputs.pop("labels")
+    set_seed(0)
+    model = create_model("comateformer", backbone="tiny-bert", **TINY, integration="mix").eval()
+    with torch.no_grad():
+        model.backbone.encoder.layer[0].attention.self.combined_mix.copy_(torch.tensor([0.002, -0.004]))
+    model.save_pretrained(tmp_path / "mix")
+    reloaded = ComateformerForSequenceClassification.from_pretrained(tmp_path / "mix").eval()
+    with torch.no_grad():
+        torch.testing.assert_close(reloaded(**inputs).logits, model(**inputs).logits, rtol=1e-5, atol=1e-6)
+    assert reloaded.backbone.encoder.layer[0].attention.self.combined_mix.tolist() == pytest.approx([0.002, -0.004])
+
+    BertModel(tiny_backbone_config("tiny-bert"), add_pooling_layer=False).save_pretrained(tmp_path / "backbone")
+    from_backbone = ComateformerForSequenceClassification.from_backbone(
+        str(tmp_path / "backbone"), **TINY, integration="mix"
+    )
+    assert all(not p.any() for n, p in from_backbone.named_parameters() if n.endswith("combined_mix"))
+    state = {
+        k: v for k, v in model.backbone.state_dict().items() if not k.endswith("layer.0.attention.self.query.bias")
+    }
+    with pytest.raises(RuntimeError, match="query.bias"):
+        model.backbone.load_state_dict(state)
+
+
+def training_mode_without_dropout(model):
+    """Training mode (statistics are recorded) with every dropout off, so outputs are deterministic."""
+    model.train()
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+    return model
+
+
+@pytest.mark.parametrize("settings", INTEGRATION_OPTIONS)
+def test_combined_attention_stats_equal_a_recomputation(settings):
+    """gate_mean, mv_ratio (and mix_mean) of each combined layer equal float64 recomputations from the layer's own
+    parameters, averaged over the forwards since the last read; nothing is recorded in eval mode or when off."""
+    set_seed(0)
+    model = create_model("comateformer", backbone="tiny-bert", **TINY, **settings)
+    training_mode_without_dropout(model)
+    mix = model.config.integration == "mix"
+    if mix:
+        with torch.no_grad():
+            for layer in (0, 1):
+                module = model.backbone.encoder.layer[layer].attention.self
+                module.combined_mix.copy_(
+                    torch.linspace(-0.5, 0.8, module.num_combined_heads) / model.config.mix_scale
+                )
+    tokenizer = load_tokenizer("tiny-bert")
+    batches = [pair_inputs(tokenizer, ROWS), pair_inputs(tokenizer, ROWS[:1])]
+    expected = {}
+    for inputs in batches:
+        inputs.pop("labels")
+        for layer in (0, 1):
+            module, hidden, _ = capture_self_attention(model, layer, inputs)
+            mask = inputs["attention_mask"]
+            _, combined, softmax, gate = reference_heads(module, hidden, mask, model.config)
+            tokens = mask.double()
+            pairs = tokens[:, None, :, None] * tokens[:, None, None, :]
+            values = {
+                "gate_mean": (gate * pairs).sum() / (pairs.sum() * gate.shape[1]),
+                "mv_ratio": (combined.norm(dim=-1) * tokens[:, None]).sum()
+                / (softmax.norm(dim=-1) * tokens[:, None]).sum(),
+            }
+            if mix:
+                values["mix_mean"] = model.config.mix_scale * module.combined_mix.double().mean()
+            for name, value in values.items():
+                key = f"comateformer/layer{layer}/{name}"
+                expected[key] = expected.get(key, 0.0) + value.item() / len(batches)
+    assert all(torch.isfinite(torch.tensor(v)) for v in expected.values())
+    got = model.combined_attention_stats()
+    assert got.keys() == expected.keys()
+    for key, value in expected.items():
+        assert got[key] == pytest.approx(value, rel=1e-5, abs=1e-7), key
+    assert model.combined_attention_stats() == {}, "reading resets the sums"
+    with torch.no_grad():
+        model.eval()(**batches[0])
+    assert model.combined_attention_stats() == {}
+    model.config.log_combined_stats = False
+    with torch.no_grad():
+        model.train()(**batches[0])
+    assert model.combined_attention_stats() == {}
+
+
+def test_callback_adds_the_stats_to_the_trainer_logs(tmp_path):
+    """A few Trainer steps on tiny-bert: every training log (and its log_history entry) holds each combined layer's
+    gate mean and ratio; evaluation logs do not."""
+    from transformers import Trainer, TrainingArguments
+
+    from pairzoo.modeling.modeling_comateformer import CombinedAttentionStatsCallback
+
+    set_seed(0)
+    model = create_model("comateformer", backbone="tiny-bert", **TINY, integration="mix", key_normalization="l1")
+    tokenizer = load_tokenizer("tiny-bert")
+    rows = [{k: r[k] for k in ("sentence1", "sentence2", "label")} for r in ROWS] * 2
+    args = TrainingArguments(
+        output_dir=str(tmp_path),
+        max_steps=3,
+        logging_steps=1,
+        per_device_train_batch_size=2,
+        learning_rate=1e-3,
+        report_to="none",
+        save_strategy="no",
+        use_cpu=True,
+        remove_unused_columns=False,
+        disable_tqdm=True,
+    )
+    trainer = Trainer(
+        model=model,
+        args=args,
+        train_dataset=rows,
+        eval_dataset=rows,
+        data_collator=make_collator(model, tokenizer, 64, (0.0, 5.0)),
+        callbacks=[CombinedAttentionStatsCallback()],
+    )
+    trainer.train()
+    trainer.evaluate()
+    names = {f"comateformer/layer{i}/{n}" for i in (0, 1) for n in ("gate_mean", "mv_ratio", "mix_mean")}
+    training_logs = [entry for entry in trainer.state.log_history if "loss" in entry]
+    assert len(training_logs) == 3 and all(names <= entry.keys() for entry in training_logs)
+    assert training_logs[-1]["comateformer/layer0/mix_mean"] != 0, "g moved during training"
+    assert not any(k.startswith("comateformer/") for k in trainer.state.log_history[-1]), "evaluation log"
 
 
 @pytest.mark.parametrize("backbone", ["tiny-bert", "tiny-roberta"])
@@ -299,6 +554,22 @@ def test_combined_attention_outputs_and_ablation_switches_change_the_model():
         ({"problem_type": "multi_label_classification"}, "problem_type"),
         ({"backbone_config": {"model_type": "distilbert"}}, "backbone_config.model_type"),
         ({"backbone_config": {"model_type": "bert", "is_decoder": True}}, "is_decoder"),
+        ({"integration": "replace"}, "integration"),
+        ({"integration": None}, "integration"),
+        ({"mix_scale": 0.0}, "mix_scale"),
+        ({"mix_scale": -1.0}, "mix_scale"),
+        ({"mix_scale": float("inf")}, "mix_scale"),
+        ({"mix_scale": "10"}, "mix_scale"),
+        ({"key_normalization": "softmax"}, "key_normalization"),
+        ({"key_normalization": True}, "key_normalization"),
+        ({"gate_bias": "8"}, "gate_bias"),
+        ({"gate_bias": float("nan")}, "gate_bias"),
+        ({"gate_bias": float("-inf")}, "gate_bias"),
+        ({"gate_bias": True}, "gate_bias"),
+        ({"log_combined_stats": "yes"}, "log_combined_stats"),
+        ({"pooling": "max"}, "pooling"),
+        ({"regression_loss": "l1"}, "regression_loss"),
+        ({"regression_loss": "BCE"}, "regression_loss"),
     ],
 )
 def test_config_rejects_bad_values(kwargs, field):
@@ -323,9 +594,60 @@ def test_training_cli_contract():
     out = classifier(**batch)
     expected = torch.nn.functional.cross_entropy(out.logits, torch.tensor([2, 0]))
     torch.testing.assert_close(out.loss, expected)
-    scores = torch.tensor([0.5, 4.0])
-    out = regression.eval()(**{**batch, "labels": scores})
-    torch.testing.assert_close(out.loss, torch.mean((out.logits.squeeze(-1) - scores) ** 2))
+    assert out.scores is None
+
+
+@pytest.mark.parametrize("pooling", ["cls", "mean"])
+@pytest.mark.parametrize("regression_loss", ["mse", "bce"])
+def test_regression_head_on_labels_scaled_to_unit_range(regression_loss, pooling):
+    """The head's raw output r, recomputed from the last hidden states and the head's weights: `logits` = r (mse) or
+    sigmoid(r) (bce) on [0, 1], `scores` on the label scale, the loss against (y - min) / (max - min)."""
+    set_seed(0)
+    model = create_model(
+        "comateformer",
+        backbone="tiny-bert",
+        **TINY,
+        label_min=1.0,
+        label_max=5.0,
+        regression_loss=regression_loss,
+        pooling=pooling,
+    ).eval()
+    inputs = pair_inputs(load_tokenizer("tiny-bert"), ROWS)
+    labels = torch.tensor([2.0, 4.5, 1.0])
+    with torch.no_grad():
+        out = model(**{**inputs, "labels": labels}, output_hidden_states=True)
+    hidden, mask = out.hidden_states[-1].double(), inputs["attention_mask"].double()
+    features = hidden[:, 0] if pooling == "cls" else (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
+    head = model.classifier
+    raw = torch.tanh(features @ head.dense.weight.double().T + head.dense.bias.double())
+    raw = (raw @ head.out_proj.weight.double().T + head.out_proj.bias.double())[:, 0]
+    target = (labels.double() - 1.0) / 4.0
+    if regression_loss == "mse":
+        prediction, loss = raw, ((raw - target) ** 2).mean()
+    else:
+        prediction = torch.sigmoid(raw)
+        loss = -(target * prediction.log() + (1 - target) * (1 - prediction).log()).mean()
+    assert out.logits.shape == (3, 1) and out.scores.shape == (3,)
+    torch.testing.assert_close(out.logits[:, 0].double(), prediction, rtol=0, atol=1e-6)
+    torch.testing.assert_close(out.scores.double(), 1.0 + 4.0 * prediction, rtol=0, atol=1e-5)
+    torch.testing.assert_close(out.loss.double(), loss, rtol=0, atol=1e-6)
+
+
+def test_trainer_predictions_give_label_scale_scores_to_the_metrics():
+    """Regression outputs reach `compute_metrics` as (logits, scores): the metrics compare scores with the labels."""
+    from transformers.trainer_pt_utils import nested_detach
+
+    from pairzoo.training.metrics import compute_metrics_fn
+
+    set_seed(0)
+    model = create_model("comateformer", backbone="tiny-bert", **TINY, label_min=0.0, label_max=5.0).eval()
+    inputs = pair_inputs(load_tokenizer("tiny-bert"), ROWS)
+    with torch.no_grad():
+        out = model(**inputs)
+    predictions = nested_detach(tuple(v for k, v in out.items() if k != "loss"))  # as Trainer.prediction_step
+    labels = inputs["labels"].numpy()
+    metrics = compute_metrics_fn(1)(EvalPrediction(tuple(p.numpy() for p in predictions), labels))
+    assert metrics["mse"] == pytest.approx(float(((out.scores - inputs["labels"]) ** 2).mean()), rel=1e-5)
 
 
 def test_auto_model_gives_the_encoder_and_the_classifier(tmp_path):

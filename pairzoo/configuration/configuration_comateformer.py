@@ -1,6 +1,8 @@
 """Configuration of Comateformer (Li, Liang, Zhang: "Comateformer: Combined Attention Transformer for Semantic
 Sentence Matching"): combined quasi-attention heads inside a pretrained BERT/RoBERTa encoder."""
 
+import math
+
 from .common import (
     BACKBONE_SUB_CONFIG,
     LabelledConfig,
@@ -26,6 +28,12 @@ def default_combined_layers(num_hidden_layers: "int | None") -> list[int]:
     return [i for i in PAPER_COMBINED_LAYERS if num_hidden_layers is None or i < num_hidden_layers]
 
 
+INTEGRATIONS = ("paper", "mix")
+KEY_NORMALIZATIONS = ("none", "count", "l1")
+REGRESSION_LOSSES = ("mse", "bce")
+POOLINGS = ("cls", "mean")
+
+
 class ComateformerConfig(LabelledConfig):
     r"""
     Hyper-parameters of [`ComateformerModel`] and [`ComateformerForSequenceClassification`].
@@ -34,16 +42,19 @@ class ComateformerConfig(LabelledConfig):
 
         E_ij = alpha * q_i . k_j / sqrt(d_k)                       (affinity)
         N_ij = -beta * ||q_i - k_j||_1 / sqrt(d_k)                 (difference, computed with torch.cdist(p=1))
-        M    = affinity_fn(E') * gate(N)                           (no softmax), output = M V
+        M    = normalize_j(affinity_fn(E') * gate(N))              (no softmax), C = M V
 
     with E' = E - mean_j(E) when `center_affinity`, else E, and
 
-        gate(N) = 2 * difference_fn(N')                            (`gate="double_sigmoid"`, the default)
-        gate(N) = difference_fn(N - mean_j(N))                     (`gate="center"`)
+        gate(N) = 2 * difference_fn(N' + gate_bias)                (`gate="double_sigmoid"`, the default)
+        gate(N) = difference_fn(N - mean_j(N) + gate_bias)         (`gate="center"`)
 
-    where N' = N - mean_j(N) when `center_difference`, else N. With the defaults (tanh, sigmoid, no centring) this is
-    the paper's M = tanh(E) * 2 sigmoid(N). Means over keys j are taken per query row over non-padding keys only, and
-    M is zeroed on padding keys, so padding contributes nothing. Choices the paper leaves open, made here:
+    where N' = N - mean_j(N) when `center_difference`, else N, and `normalize_j` is the identity
+    (`key_normalization="none"`). The head's output is C (`integration="paper"`) or S + g (C - S) (`"mix"`), S being
+    the head's softmax attention output. With the defaults (tanh, sigmoid, no centring, `gate_bias=0`, no key
+    normalisation, `integration="paper"`) this is the paper's M = tanh(E) * 2 sigmoid(N), output M V. Means and sums
+    over keys j are taken per query row over non-padding keys only, and M is zeroed on padding keys, so padding
+    contributes nothing. Choices the paper leaves open, made here:
 
     - which heads: the FIRST ceil(f * H) heads of each combined layer (`modeling_comateformer.num_combined_heads`;
       a 1e-9 tolerance makes 0.3 * 10 give 3 heads, not 4); the others keep the backbone's softmax attention,
@@ -53,6 +64,34 @@ class ComateformerConfig(LabelledConfig):
       whichever `difference_fn` is chosen;
     - training: the backbone's attention dropout is applied to M, as BERT applies it to softmax probabilities;
     - `alpha` and `beta` are fixed scalars, not learned.
+
+    Options that depart from the paper, to inject combined heads gently into a pretrained encoder (the paper calls this
+    an open problem). Measured on MiniLM at initialisation: the paper's gate 2 sigmoid(N) is about 0.001-0.013
+    (N is about -7 to -9), so combined heads start nearly muted, and once a gate opens M V is not normalised over keys:
+    a row of M has an L1 mass that grows with the number of keys (C is 9-18x a softmax head's output at 16 tokens,
+    76-171x at 123), whereas a softmax row sums to 1.
+
+    - `integration="mix"`: per combined head a learnable scalar g, zero-initialised (ReZero-style), interpolates
+      S + g (C - S) between the backbone's softmax head (g = 0) and the paper's combined head (g = 1). At
+      initialisation the model is the backbone exactly (S + 0 = S), so fine-tuning starts where the plain arm starts
+      and the data decide how much combined attention to let in; the interpolation (rather than S + g C) keeps the
+      paper's form at g = 1. Costs one more softmax attention over the combined heads. g = `mix_scale` * theta with
+      theta the parameter: Adam moves a parameter by about the learning rate per step whatever its gradient, so at a
+      fine-tuning learning rate (2e-5, a few hundred steps) a plain g could not move past about 0.01 and the mix would
+      stay the backbone; `mix_scale` multiplies that speed.
+    - `key_normalization="count"`: M divided by the number of valid keys of its row (output = the mean of the
+      gated values instead of their sum), so C no longer grows with the length (with the paper's nearly closed
+      gate C is then 0.0002-0.01x S on MiniLM: pair it with an open gate, `center_difference` or `gate_bias`);
+      `"l1"`: M divided by sum_j |M_ij| + 1e-6, so each row has L1 mass 1 like a softmax row (C is a signed weighted
+      average of values, on the scale of a softmax head's output whatever the gate: 0.5-1.2x S on MiniLM at
+      initialisation from 16 to 128 tokens; a gate factor common to a row cancels).
+    - `gate_bias`: b shifts the gate's input. With `gate="double_sigmoid"` the gate is 1 where N' + b = 0: pick b
+      about minus the typical N of the backbone at initialisation (the `difference` maps returned with
+      `output_combined_attention=True`: -7 to -9 on MiniLM, where b = 8 gives a mean gate of 1.0-1.6), so combined
+      heads start open; without key normalisation C is then 10-100x S. With `center_difference=True` each row's N'
+      already has mean 0 (gate about 1 for a typical key) and b = 0 suffices; with `gate="center"`
+      (difference_fn(N - mean N), 0.5 at the mean) b = 2.2 gives about 0.9 at the mean. The training logs'
+      `gate_mean` shows where the gate goes.
 
     Args:
         backbone_config (`PretrainedConfig` or `dict`, *optional*, defaults to `None`):
@@ -74,7 +113,8 @@ class ComateformerConfig(LabelledConfig):
         beta (`float`, *optional*, defaults to 1.0):
             Scale of the negative L1 distance N (>= 0).
         gate (`str`, *optional*, defaults to `"double_sigmoid"`):
-            `"double_sigmoid"`: gate = 2 * difference_fn(N); `"center"`: gate = difference_fn(N - mean_j N).
+            `"double_sigmoid"`: gate = 2 * difference_fn(N' + gate_bias); `"center"`: gate = difference_fn(N - mean_j N
+            + gate_bias).
         affinity_fn (`str`, *optional*, defaults to `"tanh"`):
             Function of E (paper Table 3 ablation): `"tanh"` or `"sigmoid"`.
         difference_fn (`str`, *optional*, defaults to `"sigmoid"`):
@@ -83,17 +123,39 @@ class ComateformerConfig(LabelledConfig):
             Centre E per query row (over non-padding keys) before `affinity_fn` (ablation).
         center_difference (`bool`, *optional*, defaults to `False`):
             Centre N per query row (over non-padding keys) before `difference_fn` (ablation).
+        integration (`str`, *optional*, defaults to `"paper"`):
+            `"paper"`: combined heads replace the softmax output of their heads (the paper); `"mix"`: output
+            S + g (C - S) with a learnable per-head g, zero-initialised (the model starts as the backbone exactly).
+        mix_scale (`float`, *optional*, defaults to 100.0):
+            With `integration="mix"`: g = mix_scale * theta, theta the zero-initialised parameter; an Adam-type
+            optimizer can move g by about mix_scale * learning rate per step. Positive and finite.
+        key_normalization (`str`, *optional*, defaults to `"none"`):
+            `"none"` (the paper), `"count"` (M divided by the number of valid keys of its row) or `"l1"` (M divided
+            by its row's L1 mass + 1e-6).
+        gate_bias (`float`, *optional*, defaults to 0.0):
+            Added to the gate's input N' before `difference_fn` (0 = the paper); finite.
+        log_combined_stats (`bool`, *optional*, defaults to `True`):
+            In training mode, each combined layer records the mean gate and the ratio ||C|| / ||S|| (and the mean mix
+            gate with `integration="mix"`); `combined_attention_stats()` returns them and
+            `CombinedAttentionStatsCallback` adds them to the Trainer's logs. Detached statistics; with
+            `integration="paper"` it costs one softmax attention without gradient over the combined heads.
+        pooling (`str`, *optional*, defaults to `"cls"`):
+            Feature the head reads: the first token (`"cls"`) or the mean over non-padding tokens (`"mean"`).
+        regression_loss (`str`, *optional*, defaults to `"mse"`):
+            Regression loss on labels scaled to [0, 1] by (y - label_min) / (label_max - label_min): `"mse"` on the
+            head's output (the cross-encoder's), or `"bce"`: binary cross-entropy with logits, the prediction being
+            sigmoid(output) (the sentence-transformers `CrossEncoder` recipe).
         classifier_dropout (`float`, *optional*, defaults to `None`):
             Dropout of the sequence-classification head; `None` uses the backbone's `hidden_dropout_prob`, as
             transformers' own heads do.
         label_min (`float`, *optional*, defaults to 0.0):
-            Lowest label of a regression data set (the training CLI passes it: 0 for STS-B, 1 for SICK-R). The head
-            predicts on the label scale itself (MSE on raw labels, like transformers' heads); the bounds are kept for
-            label checks and the model card.
+            Lowest label of a regression data set (the training CLI passes it: 0 for STS-B, 1 for SICK-R). Labels are
+            scaled to [0, 1] for the loss; `logits` are the prediction on [0, 1], `scores` on the label scale.
         label_max (`float`, *optional*, defaults to 5.0):
             Highest label of a regression data set.
         num_labels (`int`, *optional*, defaults to 1):
-            1 gives regression (`problem_type="regression"`, MSE); more gives classification (cross-entropy).
+            1 gives regression (`problem_type="regression"`, `regression_loss`); more gives classification
+            (cross-entropy).
     """
 
     model_type = "comateformer"
@@ -111,6 +173,13 @@ class ComateformerConfig(LabelledConfig):
         difference_fn: str = "sigmoid",
         center_affinity: bool = False,
         center_difference: bool = False,
+        integration: str = "paper",
+        mix_scale: float = 100.0,
+        key_normalization: str = "none",
+        gate_bias: float = 0.0,
+        log_combined_stats: bool = True,
+        pooling: str = "cls",
+        regression_loss: str = "mse",
         classifier_dropout: "float | None" = None,
         label_min: float = 0.0,
         label_max: float = 5.0,
@@ -152,6 +221,17 @@ class ComateformerConfig(LabelledConfig):
         check_choice("gate", gate, GATES)
         check_choice("affinity_fn", affinity_fn, AFFINITY_FUNCTIONS)
         check_choice("difference_fn", difference_fn, DIFFERENCE_FUNCTIONS)
+        check_choice("integration", integration, INTEGRATIONS)
+        check_range("mix_scale", mix_scale)
+        if not 0 < mix_scale < math.inf:
+            raise ValueError(f"`mix_scale` must be a positive finite number, got {mix_scale!r}.")
+        check_choice("key_normalization", key_normalization, KEY_NORMALIZATIONS)
+        check_range("gate_bias", gate_bias)
+        if not math.isfinite(gate_bias):
+            raise ValueError(f"`gate_bias` must be finite, got {gate_bias!r}.")
+        check_choice("log_combined_stats", log_combined_stats, (True, False))
+        check_choice("pooling", pooling, POOLINGS)
+        check_choice("regression_loss", regression_loss, REGRESSION_LOSSES)
         if classifier_dropout is not None:
             check_range("classifier_dropout", classifier_dropout, 0.0, 1.0)
         check_label_scale(label_min, label_max)
@@ -178,6 +258,13 @@ class ComateformerConfig(LabelledConfig):
         self.difference_fn = difference_fn
         self.center_affinity = center_affinity
         self.center_difference = center_difference
+        self.integration = integration
+        self.mix_scale = float(mix_scale)
+        self.key_normalization = key_normalization
+        self.gate_bias = float(gate_bias)
+        self.log_combined_stats = log_combined_stats
+        self.pooling = pooling
+        self.regression_loss = regression_loss
         self.classifier_dropout = classifier_dropout
         self.label_min = float(label_min)
         self.label_max = float(label_max)

@@ -186,17 +186,23 @@ def similarity_loss_and_scores(
 ) -> "tuple[torch.Tensor | None, torch.Tensor, torch.Tensor | None]":
     """Loss, logits and label-scale scores of a head's raw output (B, num_labels).
 
-    Regression (`num_labels == 1`) takes labels on the original scale and scales them to [0, 1] for the MSE, as the
-    c-sts reference does; classification takes class indices.
+    Regression (`num_labels == 1`) takes labels on the original scale and scales them to [0, 1], as the c-sts
+    reference does; the loss is `config.regression_loss` (absent: "mse"): "mse" compares the raw output with them,
+    "bce" is binary cross-entropy with logits (the sentence-transformers `CrossEncoder` recipe) and the prediction is
+    sigmoid(raw output). `logits` (B,) is the prediction on [0, 1], `scores` (B,) on the label scale. Classification
+    takes class indices.
     """
     span = config.label_max - config.label_min
     if config.num_labels == 1:
-        logits = logits.squeeze(-1)
+        raw = logits.squeeze(-1)
+        bce = getattr(config, "regression_loss", "mse") == "bce"
+        logits = torch.sigmoid(raw) if bce else raw
         scores = config.label_min + span * logits
         loss = None
         if labels is not None:
-            target = (labels.to(logits.dtype) - config.label_min) / span
-            loss = nn.functional.mse_loss(logits, target)
+            target = (labels.to(raw.dtype) - config.label_min) / span
+            loss_fn = nn.functional.binary_cross_entropy_with_logits if bce else nn.functional.mse_loss
+            loss = loss_fn(raw, target)
         return loss, logits, scores
     loss = None
     if labels is not None:

@@ -5,34 +5,65 @@
 validation metrics are printed as JSON, written to `<output_dir>/metrics.json`, and the trained model is written as a
 Hub-ready export folder (`<output_dir>/export`), both atomically (temporary name, then rename).
 
+Every flag, the model/data set pairing, the data and the checkpoint to resume from are checked before anything is
+written: a run that would not train (0 epochs or steps, no training rows), an invalid number, a model that cannot
+read the data set's task, a checkpoint that is incomplete, unreadable or another model's, fail with an error naming
+the flag, field or file, and leave the disk as it was. A run that fails later removes what it created, except
+complete checkpoints, which it keeps to resume from.
+
 Training stops with a `NonFiniteLossError` at the first non-finite loss and never saves non-finite weights, so the
 last checkpoint stays good; `--resume_from_checkpoint last` resumes from the newest complete checkpoint.
 """
 
+import argparse
 import json
 import math
 import os
+import shutil
 import sys
+import textwrap
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError, safe_open
 from transformers import HfArgumentParser, Trainer, TrainerCallback, TrainingArguments, set_seed
+from transformers.trainer_callback import TrainerState
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from ..backbones import load_tokenizer
 from ..fileio import write_text_atomic
-from ..registry import create_model, get_model_spec
+from ..registry import create_model, get_model_spec, list_models
 from .collators import make_collator
-from .data import dataset_task, label_range, load_dataset
+from .data import KG_DATASETS, dataset_task, has_training_split, label_range, list_datasets, load_dataset
 from .metrics import compute_metrics_fn
+
+DEFAULT_OUTPUT_DIR = "outputs/train"
+PAIR_TASKS = ("pair-regression", "pair-classification")
+CONDITIONAL_TASKS = ("conditional-similarity", "conditional-classification")
+# The task kinds each model trains on. The plain cross-encoder reads any layout (`s1 SEP s2 [SEP c]`, `s1 SEP c`), so
+# it is also the sentence-pair baseline (STS-B, SICK). SEAVER reweights attention between the sentences and the
+# condition, and CSR routes each sentence by the condition, so they refuse pair data (they would read its second
+# sentence as the condition); CSR also needs two sentences (a cosine regressor). The sentence-pair models have no
+# input for a condition; neighbor attention predicts a class from a [MASK] state, so it does not regress.
+MODEL_TASKS = {
+    "cross-encoder": (*CONDITIONAL_TASKS, *PAIR_TASKS),
+    "seaver": CONDITIONAL_TASKS,
+    "csr": ("conditional-similarity",),
+    "comateformer": PAIR_TASKS,
+    "siamese-matcher": PAIR_TASKS,
+    "neighbor-attention": ("pair-classification",),
+}
 
 
 @dataclass
 class ModelArguments:
     """Which model to build and on which backbone."""
 
-    model: str = field(default="cross-encoder", metadata={"help": "Registered model name (pairzoo.list_models())."})
+    model: str = field(default="cross-encoder", metadata={"help": "Registered model name (listed below)."})
     backbone: str = field(default="minilm", metadata={"help": "minilm, tiny-bert, tiny-roberta, a folder or Hub id."})
     config_overrides: str | None = field(
         default=None, metadata={"help": "Method hyper-parameters as JSON, e.g. '{\"use_transform\": true}'."}
@@ -43,7 +74,7 @@ class ModelArguments:
 class DataArguments:
     """Which data to train and evaluate on."""
 
-    dataset: str = field(default="synthetic", metadata={"help": "Data set name (see pairzoo.training.data)."})
+    dataset: str = field(default="synthetic", metadata={"help": "Data set name (listed below) or hub:<id>."})
     data_dir: str | None = field(default=None, metadata={"help": "Shared data folder (default ../shared/data)."})
     csts_path: str | None = field(default=None, metadata={"help": "Folder of the official C-STS CSVs."})
     max_length: int = field(default=128, metadata={"help": "Maximum tokens per example (sentences truncated first)."})
@@ -52,7 +83,9 @@ class DataArguments:
     synthetic_train_size: int = field(default=2000, metadata={"help": "Rows of the synthetic train split."})
     synthetic_validation_size: int = field(default=400, metadata={"help": "Rows of the synthetic validation split."})
     data_seed_split: int = field(default=0, metadata={"help": "Seed of the synthetic data and derived splits."})
-    export: bool = field(default=True, metadata={"help": "Write the Hub export folder at the end."})
+    export: bool = field(
+        default=True, metadata={"help": "Write the Hub export folder <output_dir>/export at the end."}
+    )
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -60,13 +93,36 @@ class NonFiniteLossError(FloatingPointError):
 
 
 TRAINER_STATE_FILE = "trainer_state.json"  # written last into a checkpoint folder: its presence marks it complete
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json")
+OPTIMIZER_FILES = ("optimizer.pt", "optimizer.bin")
+SCHEDULER_FILE = "scheduler.pt"
+
+
+def _missing_checkpoint_parts(path: Path) -> list[str]:
+    """What a checkpoint folder lacks to resume from it: the trainer state, config, weights, optimizer and scheduler
+    states. Without the last two the Trainer would silently restart the optimizer and the learning-rate schedule.
+    DeepSpeed keeps weights, optimizer (and its scheduler) in a `global_step*` folder; sharded FSDP optimizer states
+    are an `optimizer*` folder (the Trainer's own test)."""
+    names = {entry.name for entry in path.iterdir()}
+    deepspeed = any(name.startswith("global_step") for name in names)
+    optimizer_folder = any("optimizer" in name and (path / name).is_dir() for name in names)
+    missing = [name for name in (TRAINER_STATE_FILE, "config.json") if name not in names]
+    if not deepspeed:
+        if not names & set(WEIGHT_FILES):
+            missing.append(WEIGHT_FILES[0])
+        if not names & set(OPTIMIZER_FILES) and not optimizer_folder:
+            missing.append(OPTIMIZER_FILES[0])
+        if SCHEDULER_FILE not in names:
+            missing.append(SCHEDULER_FILE)
+    return missing
 
 
 def complete_checkpoints(output_dir: "str | os.PathLike") -> list[Path]:
     """`checkpoint-<step>` folders of `output_dir` that were written to the end, oldest first.
 
     The Trainer writes `trainer_state.json` after the weights, optimizer, scheduler and RNG states, so a folder
-    without it is what a kill during saving leaves behind and is never resumed from.
+    without it is what a kill during saving leaves behind; a folder without the config, weights, optimizer or
+    scheduler state cannot be resumed exactly either. Neither is ever resumed from.
     """
     folder = Path(output_dir)
     if not folder.is_dir():
@@ -74,14 +130,14 @@ def complete_checkpoints(output_dir: "str | os.PathLike") -> list[Path]:
     found = []
     for path in folder.glob(f"{PREFIX_CHECKPOINT_DIR}-*"):
         step = path.name[len(PREFIX_CHECKPOINT_DIR) + 1 :]
-        if step.isdigit() and path.is_dir() and (path / TRAINER_STATE_FILE).is_file():
+        if step.isdigit() and path.is_dir() and not _missing_checkpoint_parts(path):
             found.append((int(step), path))
     return [path for _, path in sorted(found)]
 
 
 def resolve_resume_checkpoint(value: "str | None", output_dir: "str | os.PathLike") -> "str | None":
     """The checkpoint folder to resume from: None, `last` (or `true`: the newest complete checkpoint of
-    `output_dir`), or a checkpoint folder, which must exist and be complete."""
+    `output_dir`), or a checkpoint folder, which must exist and be complete (see `complete_checkpoints`)."""
     if value is None or value.lower() in ("", "false", "none"):
         return None
     if value.lower() in ("last", "latest", "true"):
@@ -89,18 +145,115 @@ def resolve_resume_checkpoint(value: "str | None", output_dir: "str | os.PathLik
         if not checkpoints:
             raise FileNotFoundError(
                 f"--resume_from_checkpoint {value}: no complete checkpoint in {str(output_dir)!r} "
-                f"(a `{PREFIX_CHECKPOINT_DIR}-<step>` folder with {TRAINER_STATE_FILE})."
+                f"(a `{PREFIX_CHECKPOINT_DIR}-<step>` folder with {TRAINER_STATE_FILE}, config.json, "
+                f"{WEIGHT_FILES[0]}, {OPTIMIZER_FILES[0]} and {SCHEDULER_FILE})."
             )
         return str(checkpoints[-1])
     path = Path(value)
     if not path.is_dir():
         raise FileNotFoundError(f"--resume_from_checkpoint: checkpoint folder {value!r} does not exist.")
-    if not (path / TRAINER_STATE_FILE).is_file():
+    missing = _missing_checkpoint_parts(path)
+    if missing:
         raise ValueError(
-            f"--resume_from_checkpoint: {value!r} has no {TRAINER_STATE_FILE}; it is not a complete checkpoint "
-            "(the run was probably killed while saving it): resume from an earlier one."
+            f"--resume_from_checkpoint: {value!r} is not a complete checkpoint: it has no {', '.join(missing)} (a "
+            "kill while saving, or a checkpoint saved without optimizer state); resume from another checkpoint."
         )
     return str(path)
+
+
+def _check_checkpoint_files(checkpoint: str) -> None:
+    """Read what the Trainer will load from `checkpoint`, so a damaged file is an error naming it before any
+    training: the trainer state (JSON the Trainer can load), the weights' safetensors headers and the optimizer and
+    scheduler archives (`torch.save` writes zip files; a truncated one has no central directory)."""
+    folder = Path(checkpoint)
+    hint = "resume from an earlier checkpoint by its path, or delete this one"
+    state_file = folder / TRAINER_STATE_FILE
+    try:
+        state = TrainerState.load_from_json(str(state_file))
+    except (ValueError, TypeError, UnicodeDecodeError) as err:  # JSONDecodeError is a ValueError
+        raise ValueError(f"checkpoint file {str(state_file)!r} is not a valid trainer state ({err}); {hint}.") from err
+    if not isinstance(state.global_step, int) or state.global_step < 0:
+        raise ValueError(f"checkpoint file {str(state_file)!r} has no valid `global_step`; {hint}.")
+    index = folder / WEIGHT_FILES[1]
+    if index.is_file():
+        try:
+            shards = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
+        except (ValueError, KeyError, TypeError, AttributeError) as err:
+            raise ValueError(f"checkpoint file {str(index)!r} is not a valid weight index ({err}); {hint}.") from err
+    else:
+        shards = [WEIGHT_FILES[0]] if (folder / WEIGHT_FILES[0]).is_file() else []
+    for shard in shards:
+        try:
+            with safe_open(str(folder / shard), framework="pt") as handle:
+                handle.keys()
+        except (SafetensorError, OSError) as err:
+            raise ValueError(
+                f"checkpoint file {str(folder / shard)!r} is corrupt or truncated ({err}); {hint}."
+            ) from err
+    for name in (*OPTIMIZER_FILES, SCHEDULER_FILE):
+        path = folder / name
+        if path.is_file() and not zipfile.is_zipfile(path):
+            raise ValueError(
+                f"checkpoint file {str(path)!r} is corrupt or truncated (not a torch.save archive); {hint}."
+            )
+
+
+_RUN_SPECIFIC_CONFIG_KEYS = {"architectures", "dtype", "torch_dtype", "transformers_version", "_name_or_path"}
+
+
+def _config_differences(saved: dict, current: dict, prefix: str = "") -> list[str]:
+    """`key: saved value, this run's value` for the keys both configs define (nested ones dotted), leaving out what
+    saving or the install location changes; `model_type` (of the method, then of the backbone) first."""
+    found = []
+    for key in sorted(saved.keys() & current.keys() - _RUN_SPECIFIC_CONFIG_KEYS, key=lambda k: (k != "model_type", k)):
+        old, new = saved[key], current[key]
+        if isinstance(old, dict) and isinstance(new, dict):
+            found += _config_differences(old, new, f"{prefix}{key}.")
+        elif old != new:
+            found.append(f"`{prefix}{key}` {old!r} in the checkpoint, {new!r} in this run")
+    return found
+
+
+def _checkpoint_differences(folder: Path, config) -> list[str]:
+    """How the `config.json` of checkpoint `folder` differs from `config` (nothing when it has none)."""
+    config_file = folder / "config.json"
+    if not config_file.is_file():
+        return []
+    try:
+        saved = json.loads(config_file.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as err:
+        raise ValueError(f"checkpoint file {str(config_file)!r} is not valid JSON ({err}).") from err
+    if not isinstance(saved, dict):
+        raise ValueError(f"checkpoint file {str(config_file)!r} must hold a JSON object.")
+    if saved.get("model_type") != config.model_type:
+        return [f"model {saved.get('model_type')!r} in the checkpoint, {config.model_type!r} in this run"]
+    try:
+        return _config_differences(type(config).from_dict(saved).to_dict(), config.to_dict())
+    except (ValueError, TypeError) as err:
+        return [f"its config.json does not load as this run's {type(config).__name__} ({err})"]
+
+
+def _check_checkpoints_match(config, output_dir: str, resume: "str | None") -> None:
+    """Refuse to resume from, or to write next to, checkpoints of another model: the `config.json` of the
+    checkpoint resumed from and of every checkpoint of `output_dir` must have this run's model type and config."""
+    folders = sorted(Path(output_dir).glob(f"{PREFIX_CHECKPOINT_DIR}-*")) if Path(output_dir).is_dir() else []
+    if resume is not None:
+        folders.insert(0, Path(resume))
+    for folder in folders:
+        differences = _checkpoint_differences(folder, config)
+        if not differences:
+            continue
+        listed = "; ".join(differences[:4]) + (f"; and {len(differences) - 4} more" if len(differences) > 4 else "")
+        if resume is not None and folder == Path(resume):
+            raise ValueError(
+                f"--resume_from_checkpoint: checkpoint {str(folder)!r} was written by another model or "
+                f"configuration: {listed}. Resume with the --model, --backbone, --dataset and --config_overrides "
+                "that wrote it."
+            )
+        raise ValueError(
+            f"--output_dir {output_dir!r} holds checkpoint {str(folder)!r} of another model or configuration: "
+            f"{listed}. Choose another --output_dir, or move those checkpoints away."
+        )
 
 
 def _last_good_checkpoint(output_dir: str) -> str:
@@ -146,18 +299,79 @@ class _GuardedTrainer(Trainer):
         return loss
 
 
+def model_tasks(model: str) -> tuple[str, ...]:
+    """Task kinds `model` trains on (`MODEL_TASKS`; a model registered elsewhere trains on its spec's task)."""
+    return MODEL_TASKS.get(model, (get_model_spec(model).task,))
+
+
+def trainable_datasets(model: str) -> list[str]:
+    """Data sets of `list_datasets()` with a training split whose task `model` can train on."""
+    tasks = model_tasks(model)
+    return [name for name in list_datasets() if has_training_split(name) and dataset_task(name) in tasks]
+
+
+def _check_model_reads_task(model: str, dataset: str, task: str) -> None:
+    if task in model_tasks(model):
+        return
+    readers = [name for name in list_models() if task in model_tasks(name)]
+    pair_hint = (
+        f" Sentence pairs have no condition, and {model!r} is built around one (it would read the second sentence "
+        f"as the condition); for {task} data use {', '.join(readers)}."
+        if task in PAIR_TASKS and set(model_tasks(model)) <= set(CONDITIONAL_TASKS)
+        else f" Models that can train on {dataset!r}: {', '.join(readers) or 'none'}."
+    )
+    raise ValueError(
+        f"--model {model} cannot train on --dataset {dataset}: {dataset!r} is {task} data, and {model!r} trains on "
+        f"{' or '.join(model_tasks(model))} data (data sets: {', '.join(trainable_datasets(model))}).{pair_hint}"
+    )
+
+
+def _check_number(flag: str, value, rule: str, ok) -> None:
+    """`value` (of flag `--flag`) must be a finite number for which `ok(value)` holds, as `rule` says."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not number or not ok(value):
+        raise ValueError(f"`--{flag}` must be {rule}, got {value!r}.")
+
+
 def _validate_data_args(data_args: DataArguments) -> None:
     """Range checks of the data flags, so a bad value fails before anything is loaded or written."""
-    checks = {
-        "max_length": (data_args.max_length, 1),
-        "max_train_samples": (data_args.max_train_samples, 1),
-        "max_eval_samples": (data_args.max_eval_samples, 1),
-        "synthetic_train_size": (data_args.synthetic_train_size, 1),
-        "synthetic_validation_size": (data_args.synthetic_validation_size, 1),
-    }
-    for name, (value, low) in checks.items():
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
-            raise ValueError(f"`--{name}` must be an integer >= {low}, got {value!r}.")
+    for name in ("max_length", "max_train_samples", "max_eval_samples", "synthetic_train_size"):
+        value = getattr(data_args, name)
+        if value is not None:
+            _check_number(name, value, "an integer >= 1", lambda v: v >= 1)
+    # Spearman and Pearson need two validation rows; classification needs one.
+    _check_number(
+        "synthetic_validation_size", data_args.synthetic_validation_size, "an integer >= 2", lambda v: v >= 2
+    )
+
+
+def _validate_training_args(args: TrainingArguments) -> None:
+    """Numbers of `TrainingArguments` that would fail inside torch, train nothing or be silently ignored."""
+    if args.max_steps == 0 or args.max_steps < -1:
+        raise ValueError(
+            f"`--max_steps` must be a positive number of optimizer steps, or -1 to train for --num_train_epochs, got "
+            f"{args.max_steps}: this run would not train (and would export an untrained model)."
+        )
+    if args.max_steps == -1:
+        _check_number("num_train_epochs", args.num_train_epochs, "> 0 (or give --max_steps)", lambda v: v > 0)
+    positive = "an integer >= 1"
+    for name in ("per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps"):
+        _check_number(name, getattr(args, name), positive, lambda v: v >= 1)
+    _check_number("learning_rate", args.learning_rate, "a number > 0", lambda v: v > 0)
+    for name in ("weight_decay", "max_grad_norm", "adam_epsilon"):
+        _check_number(name, getattr(args, name), "a number >= 0", lambda v: v >= 0)
+    _check_number(
+        "warmup_steps", args.warmup_steps, "a number >= 0 (a fraction of the steps when < 1)", lambda v: v >= 0
+    )
+    for name in ("adam_beta1", "adam_beta2", "label_smoothing_factor"):
+        _check_number(name, getattr(args, name), "in [0, 1)", lambda v: 0 <= v < 1)
+    for name in ("logging_steps", "save_steps", "eval_steps"):
+        if getattr(args, name) is not None:
+            _check_number(
+                name, getattr(args, name), "a number > 0 (a fraction of the steps when < 1)", lambda v: v > 0
+            )
+    _check_number("dataloader_num_workers", args.dataloader_num_workers, "an integer >= 0", lambda v: v >= 0)
+    _check_number("seed", args.seed, "an integer in [0, 2**32)", lambda v: 0 <= v < 2**32)
 
 
 def _parse_overrides(text: "str | None") -> dict:
@@ -199,18 +413,62 @@ def _prepare_data(data_args: DataArguments, seed: int):
         train = train.shuffle(seed=seed).select(range(min(data_args.max_train_samples, len(train))))
     if data_args.max_eval_samples is not None:
         validation = validation.select(range(min(data_args.max_eval_samples, len(validation))))
+    if len(train) == 0:
+        raise ValueError(f"dataset {data_args.dataset!r} has no training rows: this run would not train.")
+    regression = not hasattr(train.features["label"], "names")
+    if len(validation) < (2 if regression else 1):
+        flag = "--max_eval_samples" if data_args.max_eval_samples is not None else "its validation split"
+        raise ValueError(
+            f"dataset {data_args.dataset!r} gives {len(validation)} validation row(s) ({flag}): "
+            f"{'Spearman and Pearson need at least 2' if regression else 'evaluation needs at least 1'}."
+        )
     return train, validation
 
 
+def _created_root(path: Path) -> "Path | None":
+    """The outermost folder that writing into `path` would create (None when `path` exists)."""
+    root = None
+    for folder in (path, *path.parents):
+        if folder.exists():
+            return root
+        root = folder
+    return root
+
+
+@contextmanager
+def _undone_on_failure(output_dir: Path, enabled: bool) -> Iterator[None]:
+    """On an exception in the block, remove what it created under `output_dir` (the folder itself when it created
+    it; never an entry that was there before), unless it saved a complete checkpoint, which is kept to resume
+    from. `enabled` is False on the processes that do not write outputs."""
+    created_root = _created_root(output_dir)
+    before = set(output_dir.iterdir()) if created_root is None and output_dir.is_dir() else set()
+    checkpoints = complete_checkpoints(output_dir)
+    try:
+        yield
+    except BaseException:
+        if enabled and output_dir.is_dir() and complete_checkpoints(output_dir) == checkpoints:
+            for entry in [created_root] if created_root is not None else set(output_dir.iterdir()) - before:
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry, ignore_errors=True)
+                else:
+                    entry.unlink(missing_ok=True)
+        raise
+
+
 def run(model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments) -> dict:
-    """Train, evaluate on validation, write metrics.json and the export folder; returns the metrics."""
+    """Check every input, then train, evaluate on validation, write metrics.json and the export folder; returns the
+    metrics. Nothing is written before all checks pass."""
     spec = get_model_spec(model_args.model)
     task = dataset_task(data_args.dataset) if not data_args.dataset.startswith("hub:") else spec.task
     if task == "kg-triples":
         raise ValueError(f"dataset {data_args.dataset!r} is a knowledge graph; train it with its method's KG script.")
+    _check_model_reads_task(model_args.model, data_args.dataset, task)
     overrides = _parse_overrides(model_args.config_overrides)
     _validate_data_args(data_args)
+    _validate_training_args(training_args)
     resume = resolve_resume_checkpoint(training_args.resume_from_checkpoint, training_args.output_dir)
+    if resume is not None:
+        _check_checkpoint_files(resume)
     _check_world_size(training_args)
     set_seed(training_args.seed)
     train, validation = _prepare_data(data_args, training_args.seed)
@@ -223,73 +481,138 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Tra
         overrides.setdefault("label_min", low)
         overrides.setdefault("label_max", high)
     model = create_model(model_args.model, backbone=model_args.backbone, **overrides)
+    _check_checkpoints_match(model.config, training_args.output_dir, resume)
     tokenizer = load_tokenizer(model_args.backbone)
     num_labels = model.config.num_labels
     label_bounds = None if num_labels > 1 else (model.config.label_min, model.config.label_max)
     collator = make_collator(model, tokenizer, data_args.max_length, label_bounds)
     training_args.remove_unused_columns = False
     training_args.label_names = ["labels"]
-    trainer = _GuardedTrainer(
-        model=model,
-        args=training_args,
-        train_dataset=train,
-        eval_dataset=validation,
-        data_collator=collator,
-        processing_class=tokenizer,
-        compute_metrics=compute_metrics_fn(num_labels),
-        callbacks=[_FiniteWeightsBeforeSave()],
+    with _undone_on_failure(Path(training_args.output_dir), training_args.should_save):
+        trainer = _GuardedTrainer(
+            model=model,
+            args=training_args,
+            train_dataset=train,
+            eval_dataset=validation,
+            data_collator=collator,
+            processing_class=tokenizer,
+            compute_metrics=compute_metrics_fn(num_labels),
+            callbacks=[_FiniteWeightsBeforeSave()],
+        )
+        trainer.train(resume_from_checkpoint=resume)
+        metrics = trainer.evaluate(metric_key_prefix="validation")
+        non_finite = [k for k, v in metrics.items() if isinstance(v, float) and not math.isfinite(v)]
+        if non_finite:
+            raise NonFiniteLossError(f"validation metrics {non_finite} are not finite; nothing was written.")
+        result = {
+            "model": model_args.model,
+            "backbone": model_args.backbone,
+            "dataset": data_args.dataset,
+            "seed": training_args.seed,
+            "train_rows": len(train),
+            "validation_rows": len(validation),
+            "config_overrides": {k: v for k, v in overrides.items() if k not in ("id2label", "label2id")},
+            "world_size": training_args.world_size,
+            "effective_train_batch_size": training_args.per_device_train_batch_size
+            * training_args.world_size
+            * training_args.gradient_accumulation_steps,
+            "train_steps": trainer.state.global_step,
+            "metrics": metrics,
+        }
+        if trainer.is_world_process_zero():
+            output_dir = Path(training_args.output_dir)
+            output_dir.mkdir(parents=True, exist_ok=True)
+            if data_args.export:
+                from ..hub_cards import export_model
+
+                export_model(
+                    trainer.model,
+                    tokenizer,
+                    output_dir / "export",
+                    eval_results=[{"dataset": data_args.dataset, "split": "validation", "metrics": metrics}],
+                    base_model=model_args.backbone,
+                    overwrite=True,
+                )
+                result["export_dir"] = str(output_dir / "export")
+            write_text_atomic(output_dir / "metrics.json", json.dumps(result, indent=2, default=str))
+            print(json.dumps(result, indent=2, default=str))
+        return result
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Defaults after each flag's help; the description and the model/data set lists keep their line breaks."""
+
+
+def _wrap(text: str, indent: str = "", first: "str | None" = None) -> list[str]:
+    return textwrap.wrap(
+        text, 116, initial_indent=indent if first is None else first, subsequent_indent=indent, break_on_hyphens=False
     )
-    trainer.train(resume_from_checkpoint=resume)
-    metrics = trainer.evaluate(metric_key_prefix="validation")
-    non_finite = [k for k, v in metrics.items() if isinstance(v, float) and not math.isfinite(v)]
-    if non_finite:
-        raise NonFiniteLossError(f"validation metrics {non_finite} are not finite; nothing was written.")
-    result = {
-        "model": model_args.model,
-        "backbone": model_args.backbone,
-        "dataset": data_args.dataset,
-        "seed": training_args.seed,
-        "train_rows": len(train),
-        "validation_rows": len(validation),
-        "config_overrides": {k: v for k, v in overrides.items() if k not in ("id2label", "label2id")},
-        "world_size": training_args.world_size,
-        "effective_train_batch_size": training_args.per_device_train_batch_size
-        * training_args.world_size
-        * training_args.gradient_accumulation_steps,
-        "train_steps": trainer.state.global_step,
-        "metrics": metrics,
-    }
-    if trainer.is_world_process_zero():
-        output_dir = Path(training_args.output_dir)
-        output_dir.mkdir(parents=True, exist_ok=True)
-        if data_args.export:
-            from ..hub_cards import export_model
-
-            export_model(
-                trainer.model,
-                tokenizer,
-                output_dir / "export",
-                eval_results=[{"dataset": data_args.dataset, "split": "validation", "metrics": metrics}],
-                base_model=model_args.backbone,
-                overwrite=True,
-            )
-            result["export_dir"] = str(output_dir / "export")
-        write_text_atomic(output_dir / "metrics.json", json.dumps(result, indent=2, default=str))
-        print(json.dumps(result, indent=2, default=str))
-    return result
 
 
-def main(argv: "list[str] | None" = None) -> dict:
-    """Parse `argv` (model, data and `TrainingArguments` flags) and run."""
-    parser = HfArgumentParser((ModelArguments, DataArguments, TrainingArguments))
+def _help_epilog() -> str:
+    lines = ["models, and the data sets each can train on:"]
+    for name in list_models():
+        lines += _wrap(", ".join(trainable_datasets(name)), " " * 22, f"  {name:<20}")
+    lines += ["", "data sets and their task:"]
+    named = [f"{name} ({dataset_task(name)})" for name in list_datasets() if name not in KG_DATASETS]
+    lines += _wrap(", ".join(named), "  ")
+    evaluation_only = [name for name in list_datasets() if name not in KG_DATASETS and not has_training_split(name)]
+    lines += _wrap(
+        f"hub:<id> loads a Hugging Face Hub data set (needs internet). The knowledge graph {', '.join(KG_DATASETS)} "
+        f"has its own training script; {', '.join(evaluation_only)} has no training split (evaluation only).",
+        "  ",
+    )
+    lines += [""] + _wrap(
+        "An error in the input prints one line, `pairzoo.train: error: ...`, and exits with status 2 (with "
+        "--traceback: the Python traceback)."
+    )
+    return "\n".join(lines)
+
+
+_DESCRIPTION = (
+    "Fine-tune a pairzoo model on a data set with transformers.Trainer, evaluate it on the validation split and write "
+    "<output_dir>/metrics.json and a Hub-ready export folder <output_dir>/export. Every flag is checked before "
+    "anything is written. The pairzoo flags come first, then every transformers.TrainingArguments flag."
+)
+
+
+def build_parser() -> HfArgumentParser:
+    """The argument parser of `python -m pairzoo.train`: pairzoo's flags, then `transformers.TrainingArguments`."""
+    parser = HfArgumentParser(
+        (ModelArguments, DataArguments, TrainingArguments),
+        prog="python -m pairzoo.train",
+        description="\n".join(_wrap(_DESCRIPTION)),
+        epilog=_help_epilog(),
+        formatter_class=_HelpFormatter,
+    )
+    for action in parser._actions:
+        if "--output_dir" in action.option_strings:
+            action.default = DEFAULT_OUTPUT_DIR
+            action.help = "Folder for checkpoints, metrics.json and export/."
+        elif "--no_export" in action.option_strings:
+            action.help = "Do not write the export folder (only checkpoints and metrics.json)."
+    parser.add_argument(
+        "--traceback", action="store_true", help="On an error in the input, show the Python traceback, not one line."
+    )
+    return parser
+
+
+def parse_args(argv: "list[str] | None" = None) -> "tuple[ModelArguments, DataArguments, TrainingArguments, bool]":
+    """The model, data and training arguments of `argv` (default `sys.argv[1:]`), and whether `--traceback` was
+    given."""
     argv = sys.argv[1:] if argv is None else argv
-    if "--output_dir" not in argv:
-        argv = [*argv, "--output_dir", "outputs/train"]
     if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not _has_accelerator():
         # Accelerate only sets up CPU data parallelism (gloo) when told to use the CPU; otherwise every process
         # would train its own copy of the model.
         os.environ.setdefault("ACCELERATE_USE_CPU", "true")
-    model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
+    model_args, data_args, training_args, extra = build_parser().parse_args_into_dataclasses(args=argv)
+    return model_args, data_args, training_args, extra.traceback
+
+
+def main(argv: "list[str] | None" = None) -> dict:
+    """Parse `argv` (model, data and `TrainingArguments` flags) and run; errors are raised (the `python -m
+    pairzoo.train` entry point prints the ones in the input as one line)."""
+    model_args, data_args, training_args, _ = parse_args(argv)
     return run(model_args, data_args, training_args)
 
 
@@ -301,11 +624,16 @@ def _has_accelerator() -> bool:
 
 
 __all__ = [
+    "MODEL_TASKS",
     "DataArguments",
     "ModelArguments",
     "NonFiniteLossError",
+    "build_parser",
     "complete_checkpoints",
     "main",
+    "model_tasks",
+    "parse_args",
     "resolve_resume_checkpoint",
     "run",
+    "trainable_datasets",
 ]

@@ -8,6 +8,7 @@ The shared data is read from its folder, never copied into the repository.
 """
 
 import csv
+import dataclasses
 import logging
 import math
 import os
@@ -86,8 +87,11 @@ def _read_lines(path: Path) -> list[str]:
         raise ValueError(f"data file {str(path)!r} is not valid UTF-8 ({err.reason} at byte {err.start}).") from err
 
 
-def _read_tsv(path: Path, header: bool, min_fields: int) -> "tuple[list[str], list[list[str]]]":
-    """Rows of a TSV read with quoting off (many sentences hold unbalanced quotes); short rows are errors."""
+def _read_tsv(
+    path: Path, header: bool, min_fields: int, max_fields: "int | None" = None
+) -> "tuple[list[str], list[list[str]]]":
+    """Rows of a TSV read with quoting off (many sentences hold unbalanced quotes); rows with fewer than `min_fields`
+    or more than `max_fields` fields are errors naming the file and line."""
     lines = _read_lines(path)
     try:
         rows = list(csv.reader(lines, delimiter="\t", quoting=csv.QUOTE_NONE))
@@ -96,7 +100,14 @@ def _read_tsv(path: Path, header: bool, min_fields: int) -> "tuple[list[str], li
     names = rows.pop(0) if header and rows else []
     for number, row in enumerate(rows, start=2 if header else 1):
         if len(row) < min_fields:
-            raise ValueError(f"{str(path)!r} line {number}: expected at least {min_fields} tab-separated fields.")
+            raise ValueError(
+                f"{str(path)!r} line {number}: expected at least {min_fields} tab-separated fields, got {len(row)}."
+            )
+        if max_fields is not None and len(row) > max_fields:
+            raise ValueError(
+                f"{str(path)!r} line {number}: expected at most {max_fields} tab-separated fields, got {len(row)} "
+                "(a stray tab in a sentence?)."
+            )
     return names, rows
 
 
@@ -137,8 +148,11 @@ def _glue_pair_reader(col1: str, col2: str, col_label: str, labels: "list[str] |
         i1, i2, il = _column(names, col1, path), _column(names, col2, path), _column(names, col_label, path)
         out = []
         for n, row in enumerate(rows, start=2):
-            if len(row) <= max(i1, i2, il):
-                raise ValueError(f"{str(path)!r} line {n}: expected {max(i1, i2, il) + 1} tab-separated fields.")
+            if len(row) != len(names):  # GLUE files have exactly the header's fields on every row
+                raise ValueError(
+                    f"{str(path)!r} line {n}: expected {len(names)} tab-separated fields (the header's), "
+                    f"got {len(row)}."
+                )
             label = _class_label(row[il], labels, path, n) if labels else _float_label(row[il], path, n, *scale)
             out.append(
                 {
@@ -152,9 +166,23 @@ def _glue_pair_reader(col1: str, col2: str, col_label: str, labels: "list[str] |
     return read
 
 
+def _sts_original_reader(path: Path) -> list[dict]:
+    """The original STS Benchmark files (`STS-B/original/sts-*.tsv`): no header; `genre filename year id score
+    sentence1 sentence2`, and on some rows 2 more fields naming the sentences' sources."""
+    _, rows = _read_tsv(path, header=False, min_fields=7, max_fields=9)
+    return [
+        {
+            "sentence1": _check_text(row[5], "sentence1", path, n),
+            "sentence2": _check_text(row[6], "sentence2", path, n),
+            "label": _float_label(row[4], path, n, 0.0, 5.0),
+        }
+        for n, row in enumerate(rows, start=1)
+    ]
+
+
 def _headerless_pair_reader(labels: list[str]) -> Callable:
     def read(path: Path) -> list[dict]:
-        _, rows = _read_tsv(path, header=False, min_fields=3)
+        _, rows = _read_tsv(path, header=False, min_fields=3, max_fields=3)
         return [
             {
                 "sentence1": _check_text(r[0], "sentence1", path, n),
@@ -167,14 +195,21 @@ def _headerless_pair_reader(labels: list[str]) -> Callable:
     return read
 
 
+SICK_SETS = ("TRAIN", "TRIAL", "TEST")
+
+
 def _sick_reader(target: str) -> Callable:
     def read(path: Path, semeval_set: str) -> list[dict]:
-        names, rows = _read_tsv(path, header=True, min_fields=12)
+        names, rows = _read_tsv(path, header=True, min_fields=12, max_fields=12)
         ia, ib = _column(names, "sentence_A", path), _column(names, "sentence_B", path)
         iset = _column(names, "SemEval_set", path)
         il = _column(names, "relatedness_score" if target == "relatedness" else "entailment_label", path)
         out = []
         for n, row in enumerate(rows, start=2):
+            if row[iset] not in SICK_SETS:  # a misspelt split would silently drop the row
+                raise ValueError(
+                    f"{str(path)!r} line {n}: `SemEval_set` {row[iset]!r} is not one of {list(SICK_SETS)}."
+                )
             if row[iset] != semeval_set:
                 continue
             label = (
@@ -230,6 +265,8 @@ def _absa_reader(path: Path) -> list[dict]:
                     "label": _class_label(polarity, ABSA_LABELS, path, len(out) + 1),
                 }
             )
+    if not out:
+        raise ValueError(f"{str(path)!r} has no aspect terms (`<aspectTerm>` other than `conflict`) to train on.")
     return out
 
 
@@ -241,7 +278,8 @@ ABSA_LABELS = ["positive", "neutral", "negative"]
 
 @dataclass(frozen=True)
 class DatasetSpec:
-    """A data set of the shared folder: task kind, files per split, reader and how missing splits are handled."""
+    """A data set of the shared folder: task kind, files per split, reader (`split_readers`: the reader of a split
+    whose file has another format) and how missing splits are handled."""
 
     name: str
     task: str
@@ -250,6 +288,7 @@ class DatasetSpec:
     label_names: "list[str] | None" = None
     derived_train: "float | None" = None
     note: str = ""
+    split_readers: dict = dataclasses.field(default_factory=dict)
 
 
 DATASETS: dict[str, DatasetSpec] = {
@@ -260,7 +299,8 @@ DATASETS: dict[str, DatasetSpec] = {
             "pair-regression",
             {"train": "STS-B/train.tsv", "validation": "STS-B/dev.tsv", "test": "STS-B/original/sts-test.tsv"},
             _glue_pair_reader("sentence1", "sentence2", "score", None),
-            note="GLUE STS-B, scores 0-5.",
+            note="GLUE STS-B, scores 0-5; the labelled test split is the original STS Benchmark file.",
+            split_readers={"test": _sts_original_reader},
         ),
         DatasetSpec(
             "sick-r",
@@ -384,6 +424,14 @@ def dataset_task(name: str) -> str:
     raise ValueError(f"Unknown dataset {name!r}; choose one of {list_datasets()} or 'hub:<id>'.")
 
 
+def has_training_split(name: str) -> bool:
+    """Whether data set `name` (see `list_datasets()`) has a train split: its own file or one derived from another
+    split."""
+    if name in DATASETS:
+        return "train" in DATASETS[name].files or DATASETS[name].derived_train is not None
+    return name in BUILTIN_DATASETS or name in KG_DATASETS
+
+
 def _derive_train(rows: list[dict], fraction: float, seed: int) -> "tuple[list[dict], list[dict]]":
     order = list(range(len(rows)))
     random.Random(seed).shuffle(order)
@@ -410,8 +458,10 @@ def _load_shared(spec: DatasetSpec, data_dir: Path, split: "str | None", seed: i
                 "%s: split %r is missing (%s not found; labelled test splits are held out).", spec.name, name, path
             )
             continue
-        rows[name] = spec.reader(path, *extra)
+        rows[name] = spec.split_readers.get(name, spec.reader)(path, *extra)
         if not rows[name]:
+            if name != "test":  # only labelled test rows are held out; an empty train or validation file is broken
+                raise ValueError(f"split {name!r} of {spec.name!r} has no rows in {str(path)!r}.")
             if split == name:
                 raise FileNotFoundError(f"split {name!r} of {spec.name!r} has no rows in {str(path)!r} (held out).")
             logger.warning("%s: split %r has no rows in %s (held out).", spec.name, name, path)
@@ -421,6 +471,11 @@ def _load_shared(spec: DatasetSpec, data_dir: Path, split: "str | None", seed: i
         rel = spec.files[source]
         source_rows = spec.reader(data_dir / rel)
         rows["train"], rows["validation"] = _derive_train(source_rows, spec.derived_train, seed)
+        if not rows["train"] or not rows["validation"]:
+            raise ValueError(
+                f"{str(data_dir / rel)!r} has {len(source_rows)} row(s): too few to split into train and validation "
+                f"({spec.derived_train:.0%} / {1 - spec.derived_train:.0%})."
+            )
     features = _schema(spec.task, spec.label_names)
     out = DatasetDict()
     for name in ("train", "validation", "test"):

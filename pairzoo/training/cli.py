@@ -36,6 +36,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from ..backbones import load_tokenizer
 from ..fileio import write_text_atomic
+from ..modeling.modeling_comateformer import CombinedAttentionStatsCallback
 from ..registry import create_model, get_model_spec, list_models
 from .collators import make_collator
 from .data import KG_DATASETS, dataset_task, has_training_split, label_range, list_datasets, load_dataset
@@ -497,7 +498,7 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Tra
             data_collator=collator,
             processing_class=tokenizer,
             compute_metrics=compute_metrics_fn(num_labels),
-            callbacks=[_FiniteWeightsBeforeSave()],
+            callbacks=[_FiniteWeightsBeforeSave(), CombinedAttentionStatsCallback()],
         )
         trainer.train(resume_from_checkpoint=resume)
         metrics = trainer.evaluate(metric_key_prefix="validation")

@@ -1,25 +1,57 @@
-"""Atomic file writes: a reader (or a crash) never sees a half-written metrics file, model card or benchmark result."""
+"""Atomic file writes: a reader (or a crash) never sees a half-written metrics file, model card, benchmark result or
+export folder.
+
+Temporary files and folders are created with the modes a plain `open`/`mkdir` gives (0644/0755 under the usual umask
+0022), not the private 0600/0700 of `tempfile.mkstemp`/`mkdtemp`, which a rename would carry into place and so hide
+the result from the other users of a shared file system.
+"""
 
 import os
-import tempfile
+import stat
+import uuid
 from pathlib import Path
+
+
+def temporary_sibling(path: "str | os.PathLike", tag: str = "tmp") -> Path:
+    """An unused hidden name beside `path` (`.NAME.TAG.RANDOM`), for a file or folder later renamed to `path`."""
+    path = Path(path)
+    return path.parent / f".{path.name}.{tag}.{uuid.uuid4().hex}"
+
+
+def make_temporary_folder(path: "str | os.PathLike") -> Path:
+    """Create an empty folder beside `path` (see `temporary_sibling`) with a plain `mkdir`'s mode (umask applies)."""
+    tmp = temporary_sibling(path)
+    tmp.mkdir()
+    return tmp
+
+
+def give_plain_modes(folder: "str | os.PathLike") -> None:
+    """Give every file under `folder` the mode a plain `open` gives (0644 under umask 0022), as some writers create
+    private files (safetensors writes 0600). The mode comes from `folder`'s own, which `mkdir` derived from the umask
+    (and the file system's defaults), so no umask has to be read."""
+    folder = Path(folder)
+    mode = stat.S_IMODE(folder.stat().st_mode) & 0o666
+    for path in folder.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            path.chmod(mode)
 
 
 def write_text_atomic(path: "str | os.PathLike", text: str) -> None:
     """Write `text` to a temporary file beside `path`, flush it to disk, then rename it into place; on any failure the
-    old file (if any) stays as it was and no temporary file is left behind."""
+    old file (if any) stays as it was and no temporary file is left behind. The file gets a plain `open`'s mode."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = temporary_sibling(path)
+    handle = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
-        with os.fdopen(handle, "w") as out:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
             out.write(text)
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 
-__all__ = ["write_text_atomic"]
+__all__ = ["give_plain_modes", "make_temporary_folder", "temporary_sibling", "write_text_atomic"]

@@ -27,8 +27,8 @@ def main(argv: "list[str] | None" = None) -> int:
             print(f"{args.folder}/README.md: {len(results)} benchmark result(s) in model-index")
             return 0
         push(args.folder, args.repo_id, dry_run=args.dry_run, private=args.private)
-    except (FileNotFoundError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
+    except (OSError, ValueError) as err:  # a bad folder or argument, or the Hub unreachable (offline, network, auth)
+        print(f"pairzoo.hub_cards: error: {err}", file=sys.stderr)
         return 2
     return 0
 

@@ -7,6 +7,7 @@ when loaded, so `export_model` never writes one and `verify_export` / `load_expo
 """
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -15,11 +16,12 @@ import tempfile
 from pathlib import Path
 
 import jinja2
-import torch
 import yaml
-from safetensors import safe_open
+from safetensors.torch import load_file
 from transformers import PreTrainedModel
 
+from ..fileio import give_plain_modes, make_temporary_folder, temporary_sibling
+from ..modeling.common import non_finite_tensors
 from ..pipelines import pipeline_conditional_similarity
 from ..registry import spec_for_model
 from .codegen import remote_code_files
@@ -35,6 +37,40 @@ _EXAMPLE = {
     "sentence2": "Two men in blue coats are running on a beach.",
     "condition": "The number of people.",
 }
+
+
+_EVAL_RESULT_KEYS = ("dataset", "split", "metrics")
+
+
+def check_eval_results(eval_results: "list[dict] | None") -> "list[dict]":
+    """`eval_results` (None: none) checked: a list of `{"dataset": str, "split": str, "metrics": {name: number}}`
+    with non-empty names and finite numbers; anything else is a `ValueError` naming the entry and the key."""
+    if eval_results is None:
+        return []
+    if not isinstance(eval_results, (list, tuple)):
+        raise ValueError(f"`eval_results` must be a list of dicts, got {type(eval_results).__name__}.")
+    for i, entry in enumerate(eval_results):
+        where = f"`eval_results`[{i}]"
+        if not isinstance(entry, dict):
+            raise ValueError(f"{where} must be a dict, got {type(entry).__name__}.")
+        missing = [key for key in _EVAL_RESULT_KEYS if key not in entry]
+        unknown = sorted(map(str, set(entry) - set(_EVAL_RESULT_KEYS)))
+        if missing or unknown:
+            raise ValueError(
+                f"{where} has keys {sorted(map(str, entry))}: missing {missing}, unknown {unknown}; "
+                f"expected exactly {list(_EVAL_RESULT_KEYS)}."
+            )
+        for key in ("dataset", "split"):
+            if not isinstance(entry[key], str) or not entry[key].strip():
+                raise ValueError(f"{where}[{key!r}] must be a non-empty string, got {entry[key]!r}.")
+        if not isinstance(entry["metrics"], dict):
+            raise ValueError(f"{where}['metrics'] must be a dict of metric name -> number.")
+        for name, value in entry["metrics"].items():
+            if not isinstance(name, str) or not name.strip():
+                raise ValueError(f"{where}['metrics'] has a metric name {name!r}; names are non-empty strings.")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(f"{where}['metrics'][{name!r}] must be a finite number, got {value!r}.")
+    return list(eval_results)
 
 
 def _model_index(name: str, task_type: str, eval_results: list[dict]) -> list[dict]:
@@ -56,7 +92,7 @@ def render_model_card(model: PreTrainedModel, eval_results: "list[dict] | None",
     config, backbone = model.config, model.config.backbone_config
     eval_results = [
         {**r, "metrics": {k: v for k, v in r["metrics"].items() if k.split("_", 1)[-1] in _METRIC_TYPES}}
-        for r in (eval_results or [])
+        for r in check_eval_results(eval_results)
     ]
     base = "sentence-transformers/all-MiniLM-L6-v2" if base_model == "minilm" else base_model
     pipeline_tag = spec.pipeline_tag if config.num_labels == 1 else "text-classification"
@@ -117,15 +153,19 @@ def export_model(
     """Write the Hub folder of `model`: config.json (with `auto_map`), model.safetensors, tokenizer files, the
     generated configuration/modeling (and pipeline) code and a README.md model card.
 
-    The folder is assembled under a temporary name and renamed into place, so a failure leaves nothing half-written.
-    `eval_results` is a list of `{"dataset", "split", "metrics": {name: value}}` measured for this model.
+    The folder is assembled under a temporary name and renamed into place, so a failure leaves nothing half-written;
+    the folder and its files get a plain `mkdir`'s and `open`'s modes (0755/0644 under the usual umask), so other
+    users of a shared file system can read them.
+    `eval_results` is a list of `{"dataset", "split", "metrics": {name: value}}` measured for this model (checked by
+    `check_eval_results` before anything is written).
     """
     output_dir = Path(output_dir)
     if output_dir.exists() and not overwrite:
         raise FileExistsError(f"export folder {str(output_dir)!r} already exists (pass overwrite=True).")
     spec = spec_for_model(model)
+    check_eval_results(eval_results)
     output_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.", dir=output_dir.parent))
+    tmp = make_temporary_folder(output_dir)
     try:
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
@@ -151,6 +191,7 @@ def export_model(
         pickles = _pickle_files(tmp)
         if pickles:
             raise ValueError(f"export must hold safetensors only, found pickle files {pickles}.")
+        give_plain_modes(tmp)
         _replace_folder(tmp, output_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -168,8 +209,7 @@ def _replace_folder(new: Path, target: Path) -> None:
     if not target.exists():
         new.rename(target)
         return
-    old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
-    old.rmdir()
+    old = temporary_sibling(target, "old")
     target.rename(old)
     try:
         new.rename(target)
@@ -217,15 +257,17 @@ def verify_export(folder: "str | os.PathLike", allow_pickle: bool = False) -> li
 
 
 def _check_safetensors(path: Path) -> None:
-    """Read every tensor of a safetensors file, so a truncated or corrupt file fails here, naming the file."""
+    """Read every tensor of a safetensors file, so a truncated or corrupt file or a non-finite weight fails here,
+    naming the file (the same check the models' `from_pretrained` makes)."""
     try:
-        with safe_open(str(path), framework="pt") as weights:
-            for key in weights.keys():
-                tensor = weights.get_tensor(key)
-                if tensor.is_floating_point() and not torch.isfinite(tensor).all():
-                    raise ValueError(f"tensor {key!r} holds non-finite values")
+        tensors = load_file(path)
     except Exception as err:  # safetensors raises its own error types for corrupt headers and short files
         raise ValueError(f"weights file {str(path)!r} is corrupt or unreadable: {err}.") from err
+    bad = non_finite_tensors(tensors)
+    if bad:
+        raise ValueError(
+            f"weights file {str(path)!r} is corrupt: tensors {bad[:5]} hold non-finite (NaN or infinite) values."
+        )
 
 
 def load_export(folder: "str | os.PathLike", allow_pickle: bool = False) -> "tuple[PreTrainedModel, object]":
@@ -233,8 +275,8 @@ def load_export(folder: "str | os.PathLike", allow_pickle: bool = False) -> "tup
 
     The folder is checked first (`verify_export`). Weights load from safetensors only unless `allow_pickle=True`;
     the folder's own Python files are never executed (the installed pairzoo classes are used, so no
-    `trust_remote_code`). A config that fails validation, or whose shapes disagree with the weights, is a
-    `ValueError` naming the folder.
+    `trust_remote_code`). A config that fails validation, or whose layers or shapes disagree with the weights (see
+    `PairzooPreTrainedModel.from_pretrained`), is a `ValueError` naming the folder.
     """
     import transformers
 
@@ -251,16 +293,11 @@ def load_export(folder: "str | os.PathLike", allow_pickle: bool = False) -> "tup
     try:
         config = spec.config_class.from_pretrained(folder)
         auto = getattr(transformers, spec.auto_class)
-        model, info = auto.from_pretrained(
-            folder, config=config, use_safetensors=None if allow_pickle else True, output_loading_info=True
-        )
+        model = auto.from_pretrained(folder, config=config, use_safetensors=None if allow_pickle else True)
     except ValueError as err:
         raise ValueError(f"export folder {str(folder)!r}: {err}") from err
     except (OSError, RuntimeError) as err:
         raise ValueError(f"export folder {str(folder)!r} could not be loaded: {err}") from err
-    disagree = {k: sorted(map(str, v))[:5] for k, v in info.items() if k != "error_msgs" and v}
-    if disagree:  # a tampered config (layers, sizes) would otherwise load with freshly initialised weights
-        raise ValueError(f"{str(config_path)!r} does not match {WEIGHTS_FILE} in {str(folder)!r}: {disagree}.")
     if not (folder / "tokenizer_config.json").is_file():
         raise FileNotFoundError(f"export folder {str(folder)!r} is missing tokenizer_config.json.")
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)

@@ -7,10 +7,20 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
-from transformers import AutoModel, PreTrainedModel
+from transformers import AutoModel, PreTrainedConfig, PreTrainedModel
 from transformers import initialization as init
 from transformers.activations import ACT2FN
-from transformers.utils import ModelOutput
+from transformers.utils import (
+    SAFE_WEIGHTS_INDEX_NAME,
+    SAFE_WEIGHTS_NAME,
+    WEIGHTS_INDEX_NAME,
+    WEIGHTS_NAME,
+    ModelOutput,
+    cached_file,
+)
+
+# `from_pretrained` keyword arguments that say where a checkpoint's files are.
+_HUB_KWARGS = ("cache_dir", "local_files_only", "token", "revision", "subfolder")
 
 
 def build_backbone(backbone_config) -> PreTrainedModel:
@@ -74,6 +84,30 @@ def check_forward_inputs(module: nn.Module, args: tuple, kwargs: dict) -> None:
         raise ValueError(f"`labels` must be class indices in [0, {config.num_labels}), got {labels.tolist()}.")
 
 
+def non_finite_tensors(tensors: "dict[str, torch.Tensor]") -> "list[str]":
+    """Names of the floating-point tensors holding NaN or infinite values (tensors on the meta device are skipped)."""
+    return sorted(
+        name
+        for name, tensor in tensors.items()
+        if tensor.is_floating_point() and not tensor.is_meta and not bool(torch.isfinite(tensor).all())
+    )
+
+
+def _weights_name(path: str, hub_kwargs: dict) -> str:
+    """The name of the weights file `from_pretrained(path)` reads, for messages: the first usual name present."""
+    for name in (SAFE_WEIGHTS_NAME, SAFE_WEIGHTS_INDEX_NAME, WEIGHTS_NAME, WEIGHTS_INDEX_NAME):
+        found = cached_file(
+            path,
+            name,
+            _raise_exceptions_for_missing_entries=False,
+            _raise_exceptions_for_connection_errors=False,
+            **hub_kwargs,
+        )
+        if found:
+            return name
+    return SAFE_WEIGHTS_NAME
+
+
 class PairzooPreTrainedModel(PreTrainedModel):
     """Base of every pairzoo model that wraps a pretrained encoder in `self.backbone`.
 
@@ -88,6 +122,64 @@ class PairzooPreTrainedModel(PreTrainedModel):
     _supports_flash_attn = True
     _supports_flex_attn = True
     _supports_attention_backend = True
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs) -> "PairzooPreTrainedModel":
+        """`PreTrainedModel.from_pretrained` that refuses weights which do not fit, instead of reporting them.
+
+        transformers initialises missing weights at random and ignores unexpected ones, with only a load report: an
+        export whose config.json gained a layer, or whose weights file lost the classifier, would load and score
+        noise. Here, when the checkpoint is a save of this method (its config.json has the method's `model_type`),
+        a missing or unexpected weight is a `ValueError` naming the keys and the weights file. A save of another
+        class of the method (e.g. the encoder class reading a classifier's save) may lack or add the parameters
+        outside the shared backbone; a plain backbone checkpoint keeps transformers' rules, since the method's own
+        parameters are new there. Size mismatches already raise in transformers (unless `ignore_mismatched_sizes`).
+        Whatever the checkpoint, a non-finite loaded weight and an unreadable safetensors file are a `ValueError`
+        naming the file. Trainer checkpoints are resumed with `load_state_dict`, not through this method.
+        """
+        want_info = kwargs.pop("output_loading_info", False)
+        hub_kwargs = {key: kwargs[key] for key in _HUB_KWARGS if key in kwargs}
+        try:
+            model, info = super().from_pretrained(
+                pretrained_model_name_or_path, *model_args, output_loading_info=True, **kwargs
+            )
+        except Exception as err:  # safetensors' own error type (a short or corrupt file) names no file
+            if type(err).__module__.split(".")[0] != "safetensors":
+                raise
+            path = str(pretrained_model_name_or_path)
+            weights = f"{path}/{_weights_name(path, hub_kwargs)}"
+            raise ValueError(f"weights file {weights!r} is corrupt or unreadable: {err}.") from err
+        if pretrained_model_name_or_path is not None:
+            cls._refuse_unfit_weights(model, str(pretrained_model_name_or_path), info, hub_kwargs)
+        return (model, info) if want_info else model
+
+    @classmethod
+    def _refuse_unfit_weights(cls, model: PreTrainedModel, path: str, info: dict, hub_kwargs: dict) -> None:
+        """The checks of `from_pretrained` on a loaded `model` (`info`: its loading info)."""
+        try:
+            saved = PreTrainedConfig.get_config_dict(path, **hub_kwargs)[0]
+        except OSError:  # weights without a config.json (the config was passed): not a pairzoo save
+            saved = {}
+        if saved.get("model_type") == cls.config_class.model_type:
+            same_class = cls.__name__ in (saved.get("architectures") or [cls.__name__])
+            shared = cls.base_model_prefix + "."
+            problems = {
+                kind: sorted(key for key in info[kind] if same_class or key.startswith(shared))
+                for kind in ("missing_keys", "unexpected_keys")
+            }
+            if any(problems.values()):
+                details = "; ".join(f"{kind} ({len(keys)}): {keys[:5]}" for kind, keys in problems.items() if keys)
+                raise ValueError(
+                    f"'{path}/config.json' does not match {_weights_name(path, hub_kwargs)} in "
+                    f"{path!r}: {details}. Loading would leave missing weights random and unexpected ones unused: "
+                    "config.json was changed or the weights file damaged."
+                )
+        bad = non_finite_tensors(model.state_dict())
+        if bad:
+            raise ValueError(
+                f"weights file '{path}/{_weights_name(path, hub_kwargs)}' is corrupt: tensors {bad[:5]} hold "
+                "non-finite (NaN or infinite) values."
+            )
 
     def post_init(self) -> None:
         """Initialise weights (transformers) and install the input checks (`check_forward_inputs`)."""

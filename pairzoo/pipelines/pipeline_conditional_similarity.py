@@ -9,13 +9,43 @@ from typing import Any
 import torch
 from transformers import Pipeline
 
+# Characters that show nothing: Unicode's Default_Ignorable_Code_Point ranges (zero-width spaces and joiners,
+# direction marks, word joiners, the BOM, variation selectors, Hangul fillers, tags), as (first, last) pairs.
+_INVISIBLE_RANGES = (
+    ("\u00ad", "\u00ad"),
+    ("\u034f", "\u034f"),
+    ("\u061c", "\u061c"),
+    ("\u115f", "\u1160"),
+    ("\u17b4", "\u17b5"),
+    ("\u180b", "\u180f"),
+    ("\u200b", "\u200f"),
+    ("\u202a", "\u202e"),
+    ("\u2060", "\u206f"),
+    ("\u3164", "\u3164"),
+    ("\ufe00", "\ufe0f"),
+    ("\ufeff", "\ufeff"),
+    ("\uffa0", "\uffa0"),
+    ("\ufff0", "\ufff8"),
+    ("\U0001bca0", "\U0001bca3"),
+    ("\U0001d173", "\U0001d17a"),
+    ("\U000e0000", "\U000e0fff"),
+)
+
+
+def is_visible(char: str) -> bool:
+    """Whether a character shows something: not whitespace, not a control character, not default-ignorable."""
+    if char.isspace() or char < " " or "\x7f" <= char <= "\x9f":
+        return False
+    return not any(first <= char <= last for first, last in _INVISIBLE_RANGES)
+
 
 def validate_texts(field: str, texts: Any, optional: bool = False) -> "list[str] | None":
     """A list of non-empty strings (or None when the field is optional and absent).
 
     A single string or a sequence of strings (list, tuple, a dataset column) is accepted. Bytes, dicts, sets and
-    numbers are a `ValueError` naming the field, as is a text with no visible character or one that is not
-    encodable Unicode (a lone surrogate), so tokenizers never see input they would crash on or silently mangle.
+    numbers are a `ValueError` naming the field, as is a text with no visible character (only whitespace, control
+    or zero-width characters, see `is_visible`) or one that is not encodable Unicode (a lone surrogate), so
+    tokenizers never see input they would crash on or silently mangle.
     """
     if texts is None:
         if optional:
@@ -29,8 +59,8 @@ def validate_texts(field: str, texts: Any, optional: bool = False) -> "list[str]
     for i, text in enumerate(texts):
         if not isinstance(text, str):
             raise ValueError(f"`{field}`[{i}] must be a string, got {type(text).__name__}.")
-        if not text.strip():
-            raise ValueError(f"`{field}`[{i}] is empty.")
+        if not any(is_visible(char) for char in text):
+            raise ValueError(f"`{field}`[{i}] is empty: it has no visible character.")
         try:
             text.encode("utf-8")
         except UnicodeEncodeError as err:
@@ -198,6 +228,24 @@ def encode_bi_inputs(
 
 
 _INPUT_ENCODERS = {"cross": encode_conditional_inputs, "tri": encode_tri_inputs, "bi": encode_bi_inputs}
+# Models that embed each sentence on its own and score the pair by comparing the embeddings: no score without both.
+_NEEDS_SENTENCE2 = ("tri", "bi")
+
+
+def _edit_distance(a: str, b: str) -> int:
+    """Levenshtein distance (insertions, deletions, substitutions)."""
+    row = list(range(len(b) + 1))
+    for i, char_a in enumerate(a, start=1):
+        diagonal, row[0] = row[0], i
+        for j, char_b in enumerate(b, start=1):
+            diagonal, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, diagonal + (char_a != char_b))
+    return row[-1]
+
+
+def close_match(name: str, known: "tuple[str, ...]") -> "str | None":
+    """The known name nearest to a misspelt `name` (at most a third of its letters off), or None."""
+    distance, best = min((_edit_distance(name, candidate), candidate) for candidate in known)
+    return best if distance <= max(1, len(name) // 3) else None
 
 
 class ConditionalSimilarityPipeline(Pipeline):
@@ -211,8 +259,22 @@ class ConditionalSimilarityPipeline(Pipeline):
     _load_processor = False
     _load_image_processor = False
     _load_feature_extractor = False
+    # Keyword arguments: `max_length` is this pipeline's; transformers' `Pipeline.__call__` takes the other two.
+    call_parameters = ("max_length", "batch_size", "num_workers")
+
+    def __call__(self, inputs: "dict | list[dict]", *args, **kwargs) -> "dict | list[dict]":
+        """Score one example (a dict) or a list of them; `max_length` (optional) caps each encoded input."""
+        if args:
+            raise ValueError(f"unexpected positional arguments {list(args)}; pass options by name (`max_length=`).")
+        if isinstance(inputs, (list, tuple)) and not inputs:
+            raise ValueError("`inputs` is an empty list: give a dict or a non-empty list of dicts.")
+        return super().__call__(inputs, **kwargs)
 
     def _sanitize_parameters(self, max_length: "int | None" = None, **kwargs):
+        for name in kwargs:  # transformers would drop them silently: a misspelt `max_length` would be ignored
+            match = close_match(name, self.call_parameters)
+            hint = f"did you mean `{match}`?" if match else f"known: {', '.join(self.call_parameters)}."
+            raise ValueError(f"unknown argument `{name}` for the conditional-similarity pipeline; {hint}")
         preprocess = {"max_length": max_length} if max_length is not None else {}
         return preprocess, {}, {}
 
@@ -237,6 +299,11 @@ class ConditionalSimilarityPipeline(Pipeline):
         input_format = getattr(self.model, "input_format", "cross")
         if input_format not in _INPUT_ENCODERS:
             raise ValueError(f"no input encoding for input_format {input_format!r}; known: {sorted(_INPUT_ENCODERS)}.")
+        if input_format in _NEEDS_SENTENCE2 and inputs.get("sentence2") is None:
+            raise ValueError(
+                f"Input is missing `sentence2`: {type(self.model).__name__} embeds each sentence on its own and "
+                "scores a pair of them."
+            )
         return _INPUT_ENCODERS[input_format](
             self.tokenizer,
             inputs["sentence1"],

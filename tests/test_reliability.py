@@ -27,9 +27,9 @@ from pairzoo import create_model, fileio, get_model_spec, list_models, load_toke
 from pairzoo.fileio import write_text_atomic
 from pairzoo.hub_cards import export as export_module
 from pairzoo.hub_cards.codegen import remote_code_files
-from pairzoo.hub_cards.export import PICKLE_SUFFIXES, PIPELINE_FILE, export_model, load_export, verify_export
+from pairzoo.hub_cards.export import PICKLE_SUFFIXES, export_model, load_export, verify_export
 from pairzoo.modeling import CrossEncoderForConditionalSimilarity
-from pairzoo.pipelines import pipeline_conditional_similarity
+from pairzoo.pipelines.pipeline_conditional_similarity import ConditionalSimilarityPipeline
 from pairzoo.training.cli import NonFiniteLossError, complete_checkpoints, main, resolve_resume_checkpoint
 
 REPO = Path(__file__).resolve().parents[1]
@@ -179,10 +179,8 @@ def _imports(source: str) -> "list[tuple[str, int]]":
 def _exported_code(name: str) -> dict[str, str]:
     """`{file name: source}` of every `.py` file `export_model` writes for model `name` (the same generator)."""
     spec = get_model_spec(name)
-    code = remote_code_files(spec.config_class, spec.model_class)
-    if spec.task.startswith("conditional"):
-        code[PIPELINE_FILE] = Path(pipeline_conditional_similarity.__file__).read_text()
-    return code
+    pipeline_class = ConditionalSimilarityPipeline if spec.task.startswith("conditional") else None
+    return remote_code_files(spec.config_class, spec.model_class, pipeline_class)
 
 
 @pytest.mark.parametrize("name", list_models())

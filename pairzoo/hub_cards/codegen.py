@@ -33,7 +33,8 @@ def _body_without(source: str, drop: set[int]) -> str:
 
 
 def inline_module(path: Path, sibling_renames: dict[str, str]) -> str:
-    """Source of `path` with `from .common import ...` inlined and relative package imports made sibling imports.
+    """Source of `path` with a shared module (`from .common import ...`, `from ..configuration.common import ...`)
+    inlined and relative package imports made sibling imports.
 
     `sibling_renames` maps a relative module as written (e.g. `..configuration.configuration_seaver`) to the sibling
     module name it has in the export (e.g. `configuration_seaver`).
@@ -53,8 +54,8 @@ def inline_module(path: Path, sibling_renames: dict[str, str]) -> str:
         if isinstance(node, ast.ImportFrom) and node.level > 0:
             written = "." * node.level + (node.module or "")
             names = ", ".join(a.name + (f" as {a.asname}" if a.asname else "") for a in node.names)
-            if node.module == "common" and node.level == 1:
-                common_path = path.parent / "common.py"
+            if (node.module or "").split(".")[-1] == "common":
+                common_path = path.parents[node.level - 1].joinpath(*node.module.split(".")).with_suffix(".py")
                 common_source = common_path.read_text()
                 common_drop, common_imports = _import_and_docstring_lines(ast.parse(common_source))
                 for common_node in common_imports:
@@ -62,9 +63,9 @@ def inline_module(path: Path, sibling_renames: dict[str, str]) -> str:
                         raise ValueError(f"{common_path} must import torch/transformers only, not {written}.")
                     add_import(ast.unparse(common_node))
                 inlined.append(
-                    f"# ---- inlined from pairzoo/{path.parent.name}/common.py ----\n"
+                    f"# ---- inlined from pairzoo/{common_path.parent.name}/common.py ----\n"
                     + _body_without(common_source, common_drop)
-                    + f"\n# ---- end of pairzoo/{path.parent.name}/common.py ----"
+                    + f"\n# ---- end of pairzoo/{common_path.parent.name}/common.py ----"
                 )
             elif written in sibling_renames:
                 add_import(f"from .{sibling_renames[written]} import {names}")
@@ -80,13 +81,18 @@ def inline_module(path: Path, sibling_renames: dict[str, str]) -> str:
     return code
 
 
-def remote_code_files(config_class: type, model_class: type) -> dict[str, str]:
-    """`{filename: source}` of the configuration and modeling files a Hub export of this model needs."""
+def remote_code_files(config_class: type, model_class: type, pipeline_class: "type | None" = None) -> dict[str, str]:
+    """`{filename: source}` of the configuration and modeling files a Hub export of this model needs, and of the
+    custom pipeline's file when `pipeline_class` is given."""
     config_path = Path(inspect.getsourcefile(config_class))
     model_path = Path(inspect.getsourcefile(model_class))
     config_module = config_path.stem
     renames = {f"..configuration.{config_module}": config_module}
-    return {
+    files = {
         config_path.name: inline_module(config_path, {}),
         model_path.name: inline_module(model_path, renames),
     }
+    if pipeline_class is not None:
+        pipeline_path = Path(inspect.getsourcefile(pipeline_class))
+        files[pipeline_path.name] = inline_module(pipeline_path, {})
+    return files

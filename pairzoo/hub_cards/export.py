@@ -6,6 +6,7 @@ when loaded, so `export_model` never writes one and `verify_export` / `load_expo
 `allow_pickle=True` is passed explicitly.
 """
 
+import inspect
 import json
 import math
 import os
@@ -22,13 +23,12 @@ from transformers import PreTrainedModel
 
 from ..fileio import give_plain_modes, make_temporary_folder, temporary_sibling
 from ..modeling.common import non_finite_tensors
-from ..pipelines import pipeline_conditional_similarity
+from ..pipelines.pipeline_conditional_similarity import ConditionalSimilarityPipeline
 from ..registry import spec_for_model
 from .codegen import remote_code_files
 
 WEIGHTS_FILE = "model.safetensors"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
-PIPELINE_FILE = "pipeline_conditional_similarity.py"
 PIPELINE_TASK = "conditional-similarity"
 _METRIC_TYPES = {"spearman": "spearmanr", "pearson": "pearsonr", "mse": "mse", "accuracy": "accuracy", "f1": "f1"}
 _DATASET_TYPES = {"synthetic": "pairzoo/synthetic-conditional-similarity", "csts": "princeton-nlp/c-sts"}
@@ -169,20 +169,20 @@ def export_model(
     try:
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
-        code = remote_code_files(spec.config_class, spec.model_class)
+        pipeline_class = ConditionalSimilarityPipeline if spec.task.startswith("conditional") else None
+        code = remote_code_files(spec.config_class, spec.model_class, pipeline_class)
         for filename, source in code.items():
             (tmp / filename).write_text(source)
-        config_module, model_module = (Path(f).stem for f in code)
+        config_module, model_module = (Path(f).stem for f in list(code)[:2])
         config = json.loads((tmp / "config.json").read_text())
         config["auto_map"] = {
             "AutoConfig": f"{config_module}.{spec.config_class.__name__}",
             spec.auto_class: f"{model_module}.{spec.model_class.__name__}",
         }
-        if spec.task.startswith("conditional"):
-            shutil.copyfile(pipeline_conditional_similarity.__file__, tmp / PIPELINE_FILE)
+        if pipeline_class is not None:
             config["custom_pipelines"] = {
                 PIPELINE_TASK: {
-                    "impl": f"{Path(PIPELINE_FILE).stem}.ConditionalSimilarityPipeline",
+                    "impl": f"{Path(inspect.getsourcefile(pipeline_class)).stem}.{pipeline_class.__name__}",
                     "pt": [spec.auto_class],
                 }
             }

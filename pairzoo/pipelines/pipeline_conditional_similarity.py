@@ -9,6 +9,8 @@ from typing import Any
 import torch
 from transformers import Pipeline
 
+from ..configuration.common import closest_name
+
 # Characters that show nothing: Unicode's Default_Ignorable_Code_Point ranges (zero-width spaces and joiners,
 # direction marks, word joiners, the BOM, variation selectors, Hangul fillers, tags), as (first, last) pairs.
 _INVISIBLE_RANGES = (
@@ -232,22 +234,6 @@ _INPUT_ENCODERS = {"cross": encode_conditional_inputs, "tri": encode_tri_inputs,
 _NEEDS_SENTENCE2 = ("tri", "bi")
 
 
-def _edit_distance(a: str, b: str) -> int:
-    """Levenshtein distance (insertions, deletions, substitutions)."""
-    row = list(range(len(b) + 1))
-    for i, char_a in enumerate(a, start=1):
-        diagonal, row[0] = row[0], i
-        for j, char_b in enumerate(b, start=1):
-            diagonal, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, diagonal + (char_a != char_b))
-    return row[-1]
-
-
-def close_match(name: str, known: "tuple[str, ...]") -> "str | None":
-    """The known name nearest to a misspelt `name` (at most a third of its letters off), or None."""
-    distance, best = min((_edit_distance(name, candidate), candidate) for candidate in known)
-    return best if distance <= max(1, len(name) // 3) else None
-
-
 class ConditionalSimilarityPipeline(Pipeline):
     """`pipeline("conditional-similarity")`: dicts with `sentence1`, `sentence2`, `condition` -> scores.
 
@@ -272,7 +258,7 @@ class ConditionalSimilarityPipeline(Pipeline):
 
     def _sanitize_parameters(self, max_length: "int | None" = None, **kwargs):
         for name in kwargs:  # transformers would drop them silently: a misspelt `max_length` would be ignored
-            match = close_match(name, self.call_parameters)
+            match = closest_name(name, list(self.call_parameters))
             hint = f"did you mean `{match}`?" if match else f"known: {', '.join(self.call_parameters)}."
             raise ValueError(f"unknown argument `{name}` for the conditional-similarity pipeline; {hint}")
         preprocess = {"max_length": max_length} if max_length is not None else {}

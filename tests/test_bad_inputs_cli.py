@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_bad_inputs import STSB_HEADER
 
 from pairzoo import list_models
 from pairzoo.modeling import CrossEncoderForConditionalSimilarity
@@ -35,7 +36,6 @@ from pairzoo.training.data import list_datasets, load_dataset
 TINY = ["--backbone", "tiny-bert", "--max_steps", "1", "--per_device_train_batch_size", "4",
         "--synthetic_train_size", "8", "--synthetic_validation_size", "4", "--max_length", "48",
         "--eval_strategy", "no", "--save_strategy", "no", "--report_to", "none", "--disable_tqdm", "true"]  # fmt: skip
-STSB_HEADER = "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n"
 STSB_ROWS = "".join(f"{i}\tg\tf\t2012\t{i}\ts\ts\tA man walks {i}.\tA man runs.\t{i % 5}.0\n" for i in range(6))
 SICK_HEADER = (
     "pair_ID\tsentence_A\tsentence_B\tentailment_label\trelatedness_score\tentailment_AB\tentailment_BA\t"

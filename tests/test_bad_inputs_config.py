@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_bad_inputs import TINY
 from transformers import BertConfig, PretrainedConfig
 
 from pairzoo import create_model, list_models
@@ -32,10 +33,6 @@ from pairzoo.configuration.common import TRANSFORMERS_CONFIG_KEYS
 from pairzoo.configuration.configuration_neighbor_attention import default_neighbor_layers
 from pairzoo.registry import get_model_spec
 from pairzoo.training.cli import main as train_main
-
-TINY = ["--backbone", "tiny-bert", "--num_train_epochs", "1", "--per_device_train_batch_size", "4",
-        "--synthetic_train_size", "8", "--synthetic_validation_size", "4", "--eval_strategy", "no",
-        "--save_strategy", "no", "--report_to", "none", "--disable_tqdm", "true"]  # fmt: skip
 
 
 @dataclass

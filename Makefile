@@ -13,7 +13,7 @@ export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export MPLBACKEND := Agg
 
-.PHONY: install demo test app bench lint clean
+.PHONY: install demo test chromium app bench lint clean
 
 install: $(STAMP)
 
@@ -28,8 +28,22 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) -m pairzoo.demo --output_dir outputs/demo
 
-test: $(STAMP)
+test: chromium $(STAMP)
 	$(PY) -m pytest -q
+
+# tests/test_app.py drives Debian's chromium (Playwright with the system browser). Installed when missing, as root or
+# with passwordless sudo; otherwise stop at once with the command to run.
+chromium:
+	@command -v chromium >/dev/null && exit 0; \
+	if [ "$$(id -u)" -eq 0 ]; then sudo=""; \
+	elif sudo -n true 2>/dev/null; then sudo="sudo"; \
+	else \
+		echo "make test needs Debian's chromium (tests/test_app.py). Install it, then run make test again:" >&2; \
+		echo "  sudo apt-get update && sudo apt-get install -y --no-install-recommends chromium" >&2; \
+		exit 1; \
+	fi; \
+	$$sudo apt-get update -q && \
+	$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium
 
 # The web demo (app.py, Gradio) on http://127.0.0.1:7860; trained models: make app APP_ARGS="--models EXPORT_DIR ...".
 app: $(STAMP)

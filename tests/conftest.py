@@ -11,8 +11,16 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 import pytest  # noqa: E402
+import torch  # noqa: E402
 
 from pairzoo.training.data import resolve_data_dir  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _same_torch_rng_for_every_test() -> None:
+    """Every test starts from the same torch RNG state, whatever ran before it: the order of the tests (which
+    pytest-randomly shuffles, reseeding only `random` and numpy) must not change what a test draws."""
+    torch.manual_seed(0)
 
 
 @pytest.fixture(scope="session")

@@ -224,7 +224,7 @@ def _wait_text(page, selector: str, text: str, timeout: float = 60_000) -> str:
 def test_app_in_headless_chromium():
     chromium = shutil.which("chromium") or "/usr/bin/chromium"
     if not Path(chromium).is_file():
-        pytest.fail("Chromium is not installed: `apt-get install -y chromium` (Debian's package; .ci/run does it).")
+        pytest.fail("Chromium is not installed: `apt-get install -y chromium` (Debian's package; make test does it).")
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:

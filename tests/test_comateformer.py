@@ -5,7 +5,7 @@ import json
 
 import pytest
 import torch
-from model_harness import ROWS, ModelHarness
+from model_harness import ROWS, ModelHarness, assert_close_after_reload
 from transformers import AutoModel, EvalPrediction, set_seed
 
 from pairzoo import ComateformerConfig, ComateformerModel, create_model, load_tokenizer
@@ -661,11 +661,9 @@ def test_auto_model_gives_the_encoder_and_the_classifier(tmp_path):
     inputs = pair_inputs(load_tokenizer("tiny-bert"), ROWS)
     inputs.pop("labels")
     with torch.no_grad():
-        torch.testing.assert_close(
+        assert_close_after_reload(
             encoder.eval()(**inputs).last_hidden_state,
             classifier.eval()(**inputs, output_hidden_states=True).hidden_states[-1],
-            rtol=0,
-            atol=0,
         )
 
 

@@ -5,7 +5,7 @@ import math
 
 import pytest
 import torch
-from model_harness import ROWS, ModelHarness
+from model_harness import ROWS, ModelHarness, assert_close_after_reload
 from transformers import set_seed
 
 from pairzoo import CsrConfig, create_model, load_tokenizer
@@ -160,7 +160,7 @@ def test_cache_path_equals_direct_forward(backbone, tmp_path):
             direct = model(**encode_tri_inputs(tokenizer, sentences, None, [condition] * len(sentences))).embeddings
             torch.testing.assert_close(cached[:, j], direct, atol=1e-5, rtol=0)
     reloaded = model.embed(load_cache(save_cache(cache_s, tmp_path / "s.safetensors")), cache_c)
-    torch.testing.assert_close(reloaded, cached, atol=1e-6, rtol=0)
+    assert_close_after_reload(reloaded, cached)
     assert load_cache(save_cache(cache_c, tmp_path / "c.safetensors")).metadata == cache_c.metadata
 
 

@@ -3,7 +3,7 @@ pair; FA's gate, SFA (eq. 6 in the paper's form and the branch-sum option, in fl
 residual option and each new host's core equation (BiMPM's multi-perspective matching, CAFE's factorization machines
 and alignments, DIIN's self-attention, fuse gate and interaction tensor, DRCN's dense co-attentive connection and
 autoencoder loss) recomputed from the modules' own parameters; per-host defaults and non-integer reduction ratios; the
-MiniLM embedding initialisation; bad input."""
+MiniLM embedding initialisation; the orthogonal recurrent initialisation; bad input."""
 
 import math
 
@@ -796,3 +796,16 @@ def test_drcn_autoencoders_and_reconstruction_loss():
     task = torch.nn.functional.cross_entropy(logits, labels)
     torch.testing.assert_close(losses[0.0], task)
     torch.testing.assert_close(losses[2.5], task + 2.5 * reconstruction)
+
+
+def test_recurrent_weights_are_orthogonal_and_construction_keeps_the_thread_count():
+    """Every LSTM/GRU `weight_hh` is orthogonal (orthonormal columns). Its QR runs on one thread, far faster than on
+    two when the other core is busy; the caller's thread count is restored."""
+    torch.set_num_threads(2)  # the autouse `_one_thread` fixture restores the count afterwards
+    model = create_model("siamese-matcher", backbone="tiny-bert", **TINY_HOSTS["drcn"], feature_attention="sfa")
+    assert torch.get_num_threads() == 2
+    recurrent = [p for n, p in model.named_parameters() if ".weight_hh" in n]
+    assert recurrent
+    for weight in recurrent:
+        columns = weight if weight.shape[0] >= weight.shape[1] else weight.T
+        torch.testing.assert_close(columns.T @ columns, torch.eye(columns.shape[1]), atol=1e-5, rtol=0)

@@ -815,13 +815,20 @@ class SiameseMatcherForSequenceClassification(PairzooPreTrainedModel):
             if module.bias is not None:
                 init.zeros_(module.bias)
         elif isinstance(module, (nn.LSTM, nn.GRU)):
-            for name, param in module.named_parameters():
-                if name.startswith("weight_ih"):
-                    init.xavier_uniform_(param)
-                elif name.startswith("weight_hh"):
-                    init.orthogonal_(param)
-                else:
-                    init.zeros_(param)
+            # On one intra-op thread, restored after: the QR behind `orthogonal_` takes milliseconds on one thread but
+            # up to ~100x longer on two when the other core is busy (threaded LAPACK), and every construction pays it.
+            threads = torch.get_num_threads()
+            torch.set_num_threads(1)
+            try:
+                for name, param in module.named_parameters():
+                    if name.startswith("weight_ih"):
+                        init.xavier_uniform_(param)
+                    elif name.startswith("weight_hh"):
+                        init.orthogonal_(param)
+                    else:
+                        init.zeros_(param)
+            finally:
+                torch.set_num_threads(threads)
         elif isinstance(module, MultiPerspectiveMatching):
             init.uniform_(module.weight, 0.0, 1.0)
         else:

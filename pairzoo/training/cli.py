@@ -45,19 +45,6 @@ from .metrics import compute_metrics_fn
 DEFAULT_OUTPUT_DIR = "outputs/train"
 PAIR_TASKS = ("pair-regression", "pair-classification")
 CONDITIONAL_TASKS = ("conditional-similarity", "conditional-classification")
-# The task kinds each model trains on. The plain cross-encoder reads any layout (`s1 SEP s2 [SEP c]`, `s1 SEP c`), so
-# it is also the sentence-pair baseline (STS-B, SICK). SEAVER reweights attention between the sentences and the
-# condition, and CSR routes each sentence by the condition, so they refuse pair data (they would read its second
-# sentence as the condition); CSR also needs two sentences (a cosine regressor). The sentence-pair models have no
-# input for a condition; neighbor attention predicts a class from a [MASK] state, so it does not regress.
-MODEL_TASKS = {
-    "cross-encoder": (*CONDITIONAL_TASKS, *PAIR_TASKS),
-    "seaver": CONDITIONAL_TASKS,
-    "csr": ("conditional-similarity",),
-    "comateformer": PAIR_TASKS,
-    "siamese-matcher": PAIR_TASKS,
-    "neighbor-attention": ("pair-classification",),
-}
 
 
 @dataclass
@@ -301,8 +288,8 @@ class _GuardedTrainer(Trainer):
 
 
 def model_tasks(model: str) -> tuple[str, ...]:
-    """Task kinds `model` trains on (`MODEL_TASKS`; a model registered elsewhere trains on its spec's task)."""
-    return MODEL_TASKS.get(model, (get_model_spec(model).task,))
+    """Task kinds `model` trains on (its registry spec's `training_tasks`)."""
+    return get_model_spec(model).training_tasks
 
 
 def trainable_datasets(model: str) -> list[str]:
@@ -625,7 +612,6 @@ def _has_accelerator() -> bool:
 
 
 __all__ = [
-    "MODEL_TASKS",
     "DataArguments",
     "ModelArguments",
     "NonFiniteLossError",

@@ -39,6 +39,7 @@ all); the report lists these as extra rows next to accuracy.
     python benchmarks/quality.py --profile full --backbone roberta-base --only comateformer
     python benchmarks/quality.py --profile cpu-full --list
     python benchmarks/quality.py --profile cpu-full --only comateformer --datasets stsb --seeds 0 --max_runs 2
+    python benchmarks/quality.py --profile cpu-full --only comateformer --arms "plain backbone" "comateformer (mix)"
     python benchmarks/quality.py --profile gpu
 """
 
@@ -567,6 +568,9 @@ def main(argv: "list[str] | None" = None) -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="override the profile's seeds")
     parser.add_argument("--only", nargs="+", default=None, help="comparison names to run (default: all)")
     parser.add_argument("--datasets", nargs="+", default=None, help="of those, only these data sets (default: all)")
+    parser.add_argument(
+        "--arms", nargs="+", default=None, help="of those, only the arms with these labels (default: all)"
+    )
     parser.add_argument("--force", action="store_true", help="rerun runs whose result file exists")
     parser.add_argument("--list", action="store_true", help="print the planned runs and counts; train nothing")
     parser.add_argument("--max_runs", type=_positive_int, default=None, help="stop after this many trained runs")
@@ -593,6 +597,12 @@ def main(argv: "list[str] | None" = None) -> None:
 
     cuda = torch.cuda.is_available()
     runs = plan_runs(args.profile, seeds, comparisons, args.datasets and tuple(args.datasets), cuda)
+    if args.arms:
+        unknown = set(args.arms) - {r.arm.label for r in runs}
+        if unknown:
+            known = sorted({r.arm.label for r in runs})
+            raise SystemExit(f"--arms: unknown arm label(s) {sorted(unknown)} among the selected runs; known: {known}")
+        runs = [r for r in runs if r.arm.label in args.arms]
     if args.list:
         if "about" in profile:
             print(f"# {args.profile}: {profile['about']}")

@@ -180,6 +180,18 @@ def test_max_runs_stops_after_that_many_trained_runs_and_resumes(tmp_path, monke
     assert [r["train_args"]["num_train_epochs"] for r in records] == [2, 3, 3, 3]
 
 
+def test_arms_flag_keeps_only_the_named_arms_in_plan_order(tmp_path, capsys):
+    labels = ["comateformer (mix)", "plain backbone"]
+    argv = ["--profile", "cpu-full", "--only", "comateformer", "--seeds", "0", "--output_dir", str(tmp_path)]
+    quality.main([*argv, "--arms", *labels, "--list"])
+    listed = [line.split()[0] for line in capsys.readouterr().out.splitlines() if not line.startswith("#")][:-1]
+    planned = [
+        r.id for r in quality.plan_runs("cpu-full", (0,), [c for c in quality.COMPARISONS if c.name == "comateformer"])
+    ]
+    expected = [i for i in planned if i.split("__")[1] in {"comateformer--mix-", "plain-backbone"}]
+    assert listed == expected and len(expected) == 6
+
+
 def test_arms_whose_overrides_the_config_does_not_take_are_listed_and_never_trained(tmp_path, monkeypatch, capsys):
     arm = quality.Arm("bogus", "cross-encoder", {"not_a_field": 1})
     monkeypatch.setattr(quality, "COMPARISONS", [quality.Comparison("c", (arm,), ("stsb",))])
@@ -197,6 +209,7 @@ def test_arms_whose_overrides_the_config_does_not_take_are_listed_and_never_trai
         (["--max_runs", "0"], None),
         (["--only", "seaver", "--profile", "gpu"], "unknown comparison"),
         (["--only", "comateformer", "--datasets", "rte", "--profile", "cpu-full"], "--datasets"),
+        (["--only", "comateformer", "--arms", "esim", "--profile", "cpu-full"], "--arms: unknown arm"),
     ],
 )
 def test_bad_quality_flags_stop_before_anything_is_written(tmp_path, argv, message, capsys):

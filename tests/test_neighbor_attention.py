@@ -85,9 +85,11 @@ def _naive_layer(layer, projections, hidden, valid, neighbors, alpha):
     return torch.stack(rows), mha
 
 
-def test_neighbor_attention_recomputed_token_by_token_from_the_modules_parameters():
-    """Selection, m_ij, both neighbor layers, the neighbour update and the regularisers, one token at a time."""
-    model = _three_layer_model().eval()
+@pytest.mark.parametrize("mask_state", ["layer_input", "layer_output"])
+def test_neighbor_attention_recomputed_token_by_token_from_the_modules_parameters(mask_state):
+    """Selection, m_ij, both neighbor layers, the neighbour update and the regularisers, one token at a time; L_m on
+    h^(l)_[MASK], the layer's input (the paper), or on the state after the layer (the kept earlier form)."""
+    model = _three_layer_model(mask_regularizer_state=mask_state).eval()
     tokenizer = load_tokenizer("tiny-bert")
     batch = encode(tokenizer, ROWS[:2])
     with torch.no_grad():
@@ -125,7 +127,8 @@ def test_neighbor_attention_recomputed_token_by_token_from_the_modules_parameter
             reg_n.append(
                 torch.stack([torch.stack([cos(hidden[i], m, 0) for m in neighbors[i]]).mean() for i in context])
             )
-            reg_m.append(torch.stack([cos(new_hidden[mask_position], neighbors[i][0], 0) for i in context]))
+            mask_hidden = hidden[mask_position] if mask_state == "layer_input" else new_hidden[mask_position]
+            reg_m.append(torch.stack([cos(mask_hidden, neighbors[i][0], 0) for i in context]))
             if slot == 0:  # m <- LN(f(MHA(Q m, K_b z, V_b z)) + m), z = [h_i, h_[MASK], m_i]
                 norm, attention = layers[slot].attention.output.LayerNorm, layers[slot].attention.self
                 neighbors = [
@@ -154,16 +157,57 @@ def test_neighbor_attention_recomputed_token_by_token_from_the_modules_parameter
     torch.testing.assert_close(alone.regularizer_m, torch.stack([r.mean() for r in reg_m]).mean(), atol=1e-5, rtol=0)
 
 
-def test_loss_is_cross_entropy_minus_weighted_regularisers():
-    model = _three_layer_model(lambda_m=0.3, lambda_n=0.7).eval()
+@pytest.mark.parametrize("weights", [{}, {"lambda_m": 0.3, "lambda_n": 0.7}])
+def test_loss_is_cross_entropy_minus_weighted_regularisers(weights):
+    """Both weights default to 1, the paper's objective."""
+    model = _three_layer_model(**weights).eval()
     batch = encode(load_tokenizer("tiny-bert"), ROWS)
     labels = torch.tensor([0, 2, 1])
     with torch.no_grad():
         out = model(**batch, labels=labels, output_details=True)
+    lambda_m, lambda_n = weights.get("lambda_m", 1.0), weights.get("lambda_n", 1.0)
     expected = (
-        torch.nn.functional.cross_entropy(out.logits, labels) - 0.3 * out.regularizer_m - 0.7 * out.regularizer_n
+        torch.nn.functional.cross_entropy(out.logits, labels)
+        - lambda_m * out.regularizer_m
+        - lambda_n * out.regularizer_n
     )
     torch.testing.assert_close(out.loss, expected)
+    assert out.regularizer_m.abs() > 0 and out.regularizer_n.abs() > 0
+
+
+@pytest.mark.parametrize("mask_state", ["layer_input", "layer_output"])
+def test_mask_regulariser_reaches_the_last_neighbor_layer_only_through_the_state_after_it(mask_state):
+    """h^(l)_[MASK] of the last neighbor layer is computed before its K_b/V_b act, so the paper's L_m gives them no
+    gradient; the state after the layer does."""
+    model = _three_layer_model(mask_regularizer_state=mask_state, untouched_fraction=0.0).train()
+    model(**encode(load_tokenizer("tiny-bert"), ROWS), output_details=True).regularizer_m.backward()
+    last, first = model.neighbor_projections[1].key.weight.grad, model.neighbor_projections[0].key.weight.grad
+    assert first is not None and first.abs().sum() > 0
+    if mask_state == "layer_input":
+        assert last is None or torch.count_nonzero(last) == 0
+    else:
+        assert torch.count_nonzero(last) > 0
+
+
+def test_untouched_tokens_are_drawn_once_per_forward_and_only_in_training():
+    model = _three_layer_model(untouched_fraction=0.5)
+    seen = []
+    inner = model._neighbor_layer
+
+    def record(*args):
+        seen.append(args[5])
+        return inner(*args)
+
+    model._neighbor_layer = record
+    batch = encode(load_tokenizer("tiny-bert"), ROWS)
+    model.train()(**batch)
+    assert len(seen) == 2 and torch.equal(seen[0], seen[1])
+    assert seen[0].shape == batch["input_ids"].shape and 0 < seen[0].sum() < seen[0].numel()
+    model(**batch)
+    assert not torch.equal(seen[0], seen[2])  # a new draw per forward pass
+    seen.clear()
+    model.eval()(**batch)
+    assert seen == [None, None]
 
 
 @pytest.mark.parametrize("backbone", ["tiny-bert", "tiny-roberta"])
@@ -266,6 +310,7 @@ def test_minilm_trainable_fraction_decoder_and_pretrained_projections():
         ({"training_mode": "lora"}, "training_mode"),
         ({"prompt_format": "cls"}, "prompt_format"),
         ({"token_decoder": "lm"}, "token_decoder"),
+        ({"mask_regularizer_state": "after"}, "mask_regularizer_state"),
         ({"num_labels": 1}, "num_labels"),
     ],
 )

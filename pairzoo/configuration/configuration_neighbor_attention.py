@@ -5,6 +5,7 @@ from .common import BACKBONE_SUB_CONFIG, PairzooConfig, check_choice, check_rang
 TRAINING_MODES = ("neighbor", "full", "bitfit")
 PROMPT_FORMATS = ("label_words", "mask_only")
 DECODERS = ("mlm_head", "input_embeddings")
+MASK_REGULARIZER_STATES = ("layer_input", "layer_output")
 
 
 def default_neighbor_layers(num_hidden_layers: int) -> list[int]:
@@ -41,13 +42,19 @@ class NeighborAttentionConfig(PairzooConfig):
             to exp(W_e h_i^T / sqrt(d)), by the Gumbel-top-k trick) and the top-k at evaluation.
         alpha (`float`, *optional*, defaults to 0.1):
             Weight of the neighbor branch: h' = LN((1 - alpha) h_s + alpha h_b + h). 0 gives the frozen encoder.
-        lambda_m (`float`, *optional*, defaults to 0.0):
+        lambda_m (`float`, *optional*, defaults to 1.0):
             Weight of the regulariser L_m (cosine between h_[MASK] and a sampled neighbour of each token); the
-            objective is CE - lambda_m L_m - lambda_n L_n. 0 turns it off (plain NeiAttn; NeiAttn+reg sets it > 0).
-        lambda_n (`float`, *optional*, defaults to 0.0):
-            Weight of the regulariser L_n (cosine between sg(h_i) and its neighbours). 0 turns it off.
+            objective is CE - lambda_m L_m - lambda_n L_n, weighted 1 in the paper. 0 turns it off (plain NeiAttn).
+        lambda_n (`float`, *optional*, defaults to 1.0):
+            Weight of the regulariser L_n (cosine between sg(h_i) and its neighbours), 1 in the paper. 0 turns it off.
+        mask_regularizer_state (`str`, *optional*, defaults to `"layer_input"`):
+            Which [MASK] state of neighbor layer l enters L_m. `"layer_input"`: h^(l)_[MASK], the layer's input, as
+            the paper writes it; the first neighbor layer's input comes from the frozen layers below, so its L_m term
+            trains nothing. `"layer_output"`: the [MASK] state after the layer (this implementation's earlier form),
+            which puts a gradient of L_m through every neighbor layer's K_b and V_b.
         untouched_fraction (`float`, *optional*, defaults to 0.15):
-            Probability that a token skips neighbor attention (h_b replaced by h_s) in training (Appendix D). Applied
+            Probability that a token skips neighbor attention (h_b replaced by h_s) in training (Appendix D). The
+            untouched tokens are drawn once per forward pass and skip every neighbor layer, as in the paper. Applied
             in training only, like dropout, so evaluation is deterministic. 0 turns it off.
         connecting_tokens (`bool`, *optional*, defaults to `True`):
             Put the connecting token [MASK]' (the tokenizer's mask token) before the label-word part and each sentence.
@@ -80,8 +87,9 @@ class NeighborAttentionConfig(PairzooConfig):
         num_candidates: int = 100,
         num_neighbors: int = 10,
         alpha: float = 0.1,
-        lambda_m: float = 0.0,
-        lambda_n: float = 0.0,
+        lambda_m: float = 1.0,
+        lambda_n: float = 1.0,
+        mask_regularizer_state: str = "layer_input",
         untouched_fraction: float = 0.15,
         connecting_tokens: bool = True,
         label_words: "list[str] | None" = None,
@@ -92,6 +100,7 @@ class NeighborAttentionConfig(PairzooConfig):
     ):
         check_choice("training_mode", training_mode, TRAINING_MODES)
         check_choice("prompt_format", prompt_format, PROMPT_FORMATS)
+        check_choice("mask_regularizer_state", mask_regularizer_state, MASK_REGULARIZER_STATES)
         if token_decoder is not None:
             check_choice("token_decoder", token_decoder, DECODERS)
         for field, value in (("num_candidates", num_candidates), ("num_neighbors", num_neighbors)):
@@ -148,6 +157,7 @@ class NeighborAttentionConfig(PairzooConfig):
         self.alpha = float(alpha)
         self.lambda_m = float(lambda_m)
         self.lambda_n = float(lambda_n)
+        self.mask_regularizer_state = mask_regularizer_state
         self.untouched_fraction = float(untouched_fraction)
         self.connecting_tokens = connecting_tokens
         self.label_words = label_words

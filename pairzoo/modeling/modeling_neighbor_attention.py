@@ -27,11 +27,13 @@ matrix, d the hidden size:
 - each neighbor layer has its own K_b, V_b (d x d, initialised from that layer's pretrained key/value projections
   by `from_backbone`); f_e and LN_e are shared (they build m once). Only K_b, V_b, f_e, LN_e and the classifier train.
 - untouched tokens (Appendix D): in training each token independently keeps h_b = h_s with probability
-  `untouched_fraction`.
+  `untouched_fraction`, drawn once per forward pass: an untouched token skips every neighbor layer.
 
 Regularisers (paper section 5), averaged over neighbor layers and non-padding tokens other than the label [MASK]:
-L_m = cos(h'_[MASK], sg(m_ij)) for one neighbour j per token (random in training, the first at evaluation) and
-L_n = cos(sg(h_i), m_ij) over all neighbours; the loss is CE - lambda_m L_m - lambda_n L_n.
+L_m = cos(h^(l)_[MASK], sg(m_ij)) for one neighbour j per token (random in training, the first at evaluation), with
+h^(l) the neighbor layer's input (`mask_regularizer_state="layer_output"` uses the state after the layer instead), and
+L_n = cos(sg(h_i), m_ij) over all neighbours; the loss is CE - lambda_m L_m - lambda_n L_n (both weights 1 by
+default, as in the paper's objective).
 
 Baselines (`training_mode`): `full` fine-tunes the whole encoder on the same [MASK] formulation; `bitfit` trains only
 the encoder's bias terms. Neither has neighbor attention.
@@ -432,6 +434,9 @@ class NeighborAttentionForSequenceClassification(PairzooPreTrainedModel):
         context[rows, mask_positions] = False
         hidden, neighbors, neighbor_ids = embedding_output, None, None
         reg_m, reg_n = [], []
+        untouched = None
+        if self.training and self.neighbor_layers and config.untouched_fraction > 0:
+            untouched = torch.rand(valid.shape, device=input_ids.device) < config.untouched_fraction
         for index, layer in enumerate(self.backbone.encoder.layer):
             if index not in self.neighbor_layers:
                 hidden = layer(hidden, attention_mask=mask)
@@ -441,14 +446,12 @@ class NeighborAttentionForSequenceClassification(PairzooPreTrainedModel):
             if neighbors is None:
                 neighbor_ids = self.select_neighbors(hidden, input_ids)
                 neighbors = self.initial_neighbor_states(hidden, input_ids, neighbor_ids, token_type_ids)
-            untouched = None
-            if self.training and config.untouched_fraction > 0:
-                untouched = torch.rand(valid.shape, device=hidden.device) < config.untouched_fraction
             update = slot < len(self.neighbor_layers) - 1
             new_hidden, new_neighbors = self._neighbor_layer(
                 index, hidden, mask, neighbors, projections, untouched, mask_positions, update
             )
-            reg_m.append(self._mask_regularizer(new_hidden[rows, mask_positions], neighbors, context))
+            mask_source = hidden if config.mask_regularizer_state == "layer_input" else new_hidden
+            reg_m.append(self._mask_regularizer(mask_source[rows, mask_positions], neighbors, context))
             reg_n.append(self._neighbor_regularizer(hidden, neighbors, context))
             hidden, neighbors = new_hidden, new_neighbors
         mask_state = hidden[rows, mask_positions]
@@ -475,7 +478,7 @@ class NeighborAttentionForSequenceClassification(PairzooPreTrainedModel):
         )
 
     def _mask_regularizer(self, mask_state: torch.Tensor, neighbors: torch.Tensor, context: torch.Tensor):
-        """L_m: mean cos(h'_[MASK], sg(m_ij)) over context tokens, one neighbour j each (random in training)."""
+        """L_m: mean cos(h_[MASK], sg(m_ij)) over context tokens, one neighbour j each (random in training)."""
         batch, length, count, _ = neighbors.shape
         if self.training:
             pick = torch.randint(count, (batch, length), device=neighbors.device)

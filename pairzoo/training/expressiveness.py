@@ -1,8 +1,13 @@
 """Expressiveness of [MASK] representations (issue 7, paper section 6.1, Appendix E): Recall@k and Precision@k.
 
-A model's label [MASK] state is decoded to vocabulary logits (`decode_mask_logits`: the backbone's MLM head, or the
-tied input-embedding matrix for encoders saved without one, e.g. the bundled MiniLM); the tokenizer's special tokens
-are excluded and the top-k tokens are compared with a keyword set per example:
+A model's label [MASK] state is decoded to vocabulary logits by `decode_mask_logits`, through the decoder named by
+the model's `token_decoder` and reported as `decoder` in the results:
+- `mlm_head`: the backbone's MLM head (transform dense + activation + LayerNorm, the tied input embeddings, the output
+  bias), chosen whenever the backbone checkpoint has one, e.g. a folder written by `python -m pairzoo.adapt_mlm`,
+  whose task-adapted head is then the decoder;
+- `input_embeddings`: logits h W_e^T through the input-embedding matrix alone, for encoders saved without an MLM head
+  such as the bundled MiniLM (an untrained stand-in: the [MASK] state was never trained to be decoded this way).
+The tokenizer's special tokens are excluded and the top-k tokens are compared with a keyword set per example:
 
     Recall@k = |top-k ∩ keywords| / |keywords|        Precision@k = |top-k ∩ keywords| / k
 
@@ -155,6 +160,7 @@ def evaluate_expressiveness(
         "examples_with_keywords": scored,
         "keywords_dropped_multi_token": dropped,
         "keywords": keywords,
+        "decoder": "input_embeddings" if model.lm_head is None else "mlm_head",
     }
 
 

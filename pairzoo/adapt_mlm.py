@@ -1,0 +1,237 @@
+"""`python -m pairzoo.adapt_mlm`: task-adaptive masked-language training of a backbone (Gururangan et al. 2020, TAPT).
+
+Continues MLM training of an encoder on the sentences of one task's training split (both sentences of each pair,
+each distinct sentence once; the validation and test splits are never read) and saves a backbone folder: the model
+with its MLM head (`BertForMaskedLM` / `RobertaForMaskedLM` layout), the tokenizer, and `adaptation.json` (what it was
+adapted on, with which budget, and the final training loss).
+
+The bundled `minilm` is saved without an MLM head: a new head is initialised (transform dense + LayerNorm, decoder
+tied to the input embeddings as BERT does, zero output bias) and trained with the encoder. A backbone that already
+has an MLM head is refused unless `--allow_existing_head` says to continue training that head.
+
+Budget (defaults): 3 epochs (`--num_train_epochs`; `--max_steps N` > 0 overrides it), batch 32, learning rate 1e-4
+with 6% linear warm-up (TAPT's values), `mlm_probability` 0.15 with BERT's 80/10/10 replacement
+(`DataCollatorForLanguageModeling`), sentences truncated to 64 tokens, seed 0. Training runs through
+`transformers.Trainer` (no checkpoints).
+
+Neighbor attention on the adapted backbone, two commands:
+
+    python -m pairzoo.adapt_mlm --dataset sick-e --output_dir backbones/minilm-tapt-sick-e
+    python -m pairzoo.train --model neighbor-attention --backbone backbones/minilm-tapt-sick-e --dataset sick-e ...
+
+`create_model("neighbor-attention", backbone=folder)` (what the second command does) loads the adapted MLM head and
+uses it as its [MASK] decoder (`token_decoder="mlm_head"`), which the expressiveness metric then reads.
+
+Checked before anything is written, each a one-line error (`pairzoo.adapt_mlm: error: ...`, exit status 2): a
+corpus of fewer than `MIN_SENTENCES` distinct sentences, a backbone with an MLM head without `--allow_existing_head`,
+a tokenizer whose vocabulary size differs from the backbone's input embeddings (or that has no mask token), an
+`--output_dir` that exists and is not empty without `--overwrite`, and invalid budget values. The folder is written
+under a temporary name beside `--output_dir` and renamed into place at the end; a failed run leaves nothing.
+"""
+
+import argparse
+import json
+import math
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+from transformers import (
+    AutoModelForMaskedLM,
+    AutoTokenizer,
+    DataCollatorForLanguageModeling,
+    Trainer,
+    TrainingArguments,
+    set_seed,
+)
+
+from .backbones import DEFAULT_BACKBONE, resolve_backbone
+from .fileio import give_plain_modes, make_temporary_folder, write_text_atomic
+from .training.data import has_training_split, load_dataset
+
+PROG = "pairzoo.adapt_mlm"
+MIN_SENTENCES = 16
+ADAPTATION_FILE = "adaptation.json"
+MLM_HEAD_PREFIXES = ("cls.", "lm_head.")
+
+
+def parse_args(argv: "list[str] | None" = None) -> argparse.Namespace:
+    """Parse and check the flags (values only; the corpus, backbone and tokenizer are checked by `adapt`)."""
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
+    parser.add_argument("--dataset", required=True, help="pairzoo data set whose train split is the corpus.")
+    parser.add_argument("--output_dir", required=True, help="Folder of the adapted backbone.")
+    parser.add_argument("--backbone", default=DEFAULT_BACKBONE, help="minilm, a local folder or a Hub id.")
+    parser.add_argument("--tokenizer", default=None, help="Tokenizer folder or id (default: the backbone's).")
+    parser.add_argument("--data_dir", default=None, help="Shared data folder (default ../shared/data).")
+    parser.add_argument("--max_train_samples", type=int, default=None, help="Use the first N training pairs.")
+    parser.add_argument("--num_train_epochs", type=float, default=3.0)
+    parser.add_argument("--max_steps", type=int, default=-1, help="> 0: this many steps, overriding the epochs.")
+    parser.add_argument("--batch_size", type=int, default=32)
+    parser.add_argument("--learning_rate", type=float, default=1e-4)
+    parser.add_argument("--warmup_ratio", type=float, default=0.06)
+    parser.add_argument("--mlm_probability", type=float, default=0.15)
+    parser.add_argument("--max_length", type=int, default=64, help="Tokens per sentence (longer ones truncated).")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--allow_existing_head", action="store_true", help="Continue training a backbone's existing MLM head."
+    )
+    parser.add_argument("--overwrite", action="store_true", help="Replace a non-empty --output_dir.")
+    args = parser.parse_args(argv)
+    checks = (
+        (
+            "--num_train_epochs",
+            args.num_train_epochs,
+            args.num_train_epochs > 0 and math.isfinite(args.num_train_epochs),
+        ),
+        ("--max_steps", args.max_steps, args.max_steps == -1 or args.max_steps > 0),
+        ("--batch_size", args.batch_size, args.batch_size >= 1),
+        ("--learning_rate", args.learning_rate, args.learning_rate > 0 and math.isfinite(args.learning_rate)),
+        ("--warmup_ratio", args.warmup_ratio, 0 <= args.warmup_ratio < 1),
+        ("--mlm_probability", args.mlm_probability, 0 < args.mlm_probability < 1),
+        ("--max_length", args.max_length, args.max_length >= 8),
+        ("--max_train_samples", args.max_train_samples, args.max_train_samples is None or args.max_train_samples > 0),
+    )
+    for flag, value, ok in checks:
+        if not ok:
+            raise ValueError(f"`{flag}` got an invalid value {value!r}; see --help for the allowed range.")
+    return args
+
+
+def training_sentences(dataset: str, data_dir: "str | None" = None, max_train_samples: "int | None" = None) -> list:
+    """Distinct sentences of `dataset`'s train split (both sentences of each pair, first occurrence order)."""
+    if not has_training_split(dataset):
+        raise ValueError(f"dataset {dataset!r} has no training split to adapt on.")
+    rows = load_dataset(dataset, data_dir=data_dir, split="train")["train"]
+    if max_train_samples is not None:
+        rows = rows.select(range(min(max_train_samples, len(rows))))
+    sentences = {}
+    for row in rows:
+        for field in ("sentence1", "sentence2"):
+            text = row.get(field)
+            if isinstance(text, str) and text.strip():
+                sentences.setdefault(text.strip(), None)
+    if len(sentences) < MIN_SENTENCES:
+        raise ValueError(
+            f"the train split of {dataset!r} gives {len(sentences)} distinct sentence(s); adaptation needs at least "
+            f"{MIN_SENTENCES}."
+        )
+    return list(sentences)
+
+
+def load_masked_lm(backbone: str, allow_existing_head: bool) -> "tuple[torch.nn.Module, str, bool]":
+    """The backbone as a masked LM, its path, and whether its MLM head is new (initialised here)."""
+    path = resolve_backbone(backbone)
+    model, info = AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True)
+    new_head = any(key.startswith(MLM_HEAD_PREFIXES) for key in info["missing_keys"])
+    if not new_head and not allow_existing_head:
+        raise ValueError(
+            f"backbone {backbone!r} already has an MLM head; pass --allow_existing_head to continue training it."
+        )
+    return model, path, new_head
+
+
+def check_tokenizer(tokenizer, model: torch.nn.Module, name: str) -> None:
+    """A ValueError unless `tokenizer` has a mask token and exactly as many tokens as the model's input embeddings."""
+    rows = model.get_input_embeddings().num_embeddings
+    if len(tokenizer) != rows:
+        raise ValueError(
+            f"--tokenizer {name!r} has {len(tokenizer)} tokens but the backbone's input embeddings have {rows} rows; "
+            "use the backbone's own tokenizer."
+        )
+    if tokenizer.mask_token_id is None:
+        raise ValueError(f"--tokenizer {name!r} has no mask token, which masked-language training needs.")
+
+
+def check_output_dir(output_dir: Path, overwrite: bool) -> None:
+    """A FileExistsError when `output_dir` is a file, or a non-empty folder without `overwrite`."""
+    if output_dir.exists() and not output_dir.is_dir():
+        raise FileExistsError(f"--output_dir {str(output_dir)!r} is a file.")
+    if output_dir.is_dir() and any(output_dir.iterdir()) and not overwrite:
+        raise FileExistsError(f"--output_dir {str(output_dir)!r} exists and is not empty; pass --overwrite.")
+
+
+def adapt(args: argparse.Namespace) -> dict:
+    """Run the adaptation described by `args` (from `parse_args`); returns what `adaptation.json` records."""
+    output_dir = Path(args.output_dir)
+    check_output_dir(output_dir, args.overwrite)
+    sentences = training_sentences(args.dataset, args.data_dir, args.max_train_samples)
+    set_seed(args.seed)  # the new head's initialisation
+    model, path, new_head = load_masked_lm(args.backbone, args.allow_existing_head)
+    tokenizer_name = args.tokenizer or path
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_name)
+    check_tokenizer(tokenizer, model, tokenizer_name)
+    encoded = tokenizer(sentences, truncation=True, max_length=args.max_length)["input_ids"]
+    corpus = [{"input_ids": ids} for ids in encoded]
+    output_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = make_temporary_folder(output_dir)
+    try:
+        with tempfile.TemporaryDirectory() as work:
+            training_args = TrainingArguments(
+                output_dir=work,
+                num_train_epochs=args.num_train_epochs,
+                max_steps=args.max_steps,
+                per_device_train_batch_size=args.batch_size,
+                learning_rate=args.learning_rate,
+                warmup_steps=args.warmup_ratio,  # a float in [0, 1) is a ratio of the total steps
+                seed=args.seed,
+                save_strategy="no",
+                report_to="none",
+                logging_strategy="no",
+                disable_tqdm=True,
+                remove_unused_columns=False,
+            )
+            collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=args.mlm_probability)
+            trainer = Trainer(model=model, args=training_args, train_dataset=corpus, data_collator=collator)
+            result = trainer.train()
+        if not math.isfinite(result.training_loss):
+            raise FloatingPointError(f"adaptation diverged (training loss {result.training_loss}); nothing saved.")
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        record = {
+            "backbone": args.backbone,
+            "backbone_path": str(path),
+            "tokenizer": str(tokenizer_name),
+            "mlm_head": "new" if new_head else "continued",
+            "dataset": args.dataset,
+            "split": "train",
+            "max_train_samples": args.max_train_samples,
+            "sentences": len(sentences),
+            "budget": {
+                "num_train_epochs": args.num_train_epochs,
+                "max_steps": args.max_steps,
+                "steps_done": result.global_step,
+                "batch_size": args.batch_size,
+                "learning_rate": args.learning_rate,
+                "warmup_ratio": args.warmup_ratio,
+                "mlm_probability": args.mlm_probability,
+                "max_length": args.max_length,
+                "seed": args.seed,
+            },
+            "train_loss": result.training_loss,
+        }
+        write_text_atomic(tmp / ADAPTATION_FILE, json.dumps(record, indent=2) + "\n")
+        give_plain_modes(tmp)
+        if output_dir.exists():
+            shutil.rmtree(output_dir)
+        tmp.rename(output_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return record
+
+
+def main(argv: "list[str] | None" = None) -> int:
+    """Run the CLI on `argv`; an input error prints one line and returns 2."""
+    try:
+        record = adapt(parse_args(argv))
+    except (ValueError, FileNotFoundError, FileExistsError) as err:
+        print(f"{PROG}: error: {err}", file=sys.stderr)
+        return 2
+    print(json.dumps(record, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,205 @@
+"""Task-adaptive MLM step (`pairzoo.adapt_mlm`): a tiny BERT adapted end to end, the folder as a backbone for
+neighbor attention and the train CLI, and the bad inputs (clear one-line errors, nothing written)."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoModelForMaskedLM, BertForMaskedLM, BertModel
+
+from pairzoo import create_model, load_tokenizer
+from pairzoo.adapt_mlm import ADAPTATION_FILE, MIN_SENTENCES, main, training_sentences
+from pairzoo.backbones import tiny_backbone_config
+from pairzoo.train import console_main
+from pairzoo.training.expressiveness import evaluate_expressiveness
+
+SICK_HEADER = (
+    "pair_ID\tsentence_A\tsentence_B\tentailment_label\trelatedness_score\tentailment_AB\tentailment_BA\t"
+    "sentence_A_original\tsentence_B_original\tsentence_A_dataset\tsentence_B_dataset\tSemEval_set\n"
+)
+LABELS = ("ENTAILMENT", "NEUTRAL", "CONTRADICTION")
+NA = {"neighbor_layers": [0], "num_candidates": 20, "num_neighbors": 4}
+
+
+def _sick(folder: Path, train_pairs: int) -> Path:
+    """A SICK.txt with `train_pairs` TRAIN pairs (2 distinct sentences each) and TRIAL/TEST pairs marked `heldout`."""
+    rows = [(n, f"A man walks dog {n} in the park.", f"A woman reads book {n}.", "TRAIN") for n in range(train_pairs)]
+    rows += [
+        (100 + n, f"heldout {s} sentence {n}.", f"heldout other {n}.", s) for n, s in enumerate(("TRIAL", "TEST"))
+    ]
+    lines = [
+        "\t".join([str(n), a, b, LABELS[n % 3], "3.0", "x", "y", a, b, "d", "d", split]) + "\n"
+        for n, a, b, split in rows
+    ]
+    path = folder / "data" / "SICK" / "SICK.txt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(SICK_HEADER + "".join(lines))
+    return folder / "data"
+
+
+def _backbone(folder: Path, with_head: bool = False, tokenizer: str = "tiny-bert") -> Path:
+    """A saved tiny BERT: encoder only (as the bundled MiniLM), or with an MLM head; and a tokenizer."""
+    torch.manual_seed(0)
+    config = tiny_backbone_config("tiny-bert")
+    (BertForMaskedLM if with_head else BertModel)(config).save_pretrained(folder)
+    load_tokenizer(tokenizer).save_pretrained(folder)
+    return folder
+
+
+def _snapshot(root: Path) -> dict:
+    return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in root.rglob("*")}
+
+
+def _args(data: Path, backbone: Path, out: Path, *extra: str) -> list[str]:
+    return [
+        "--dataset", "sick-e", "--data_dir", str(data), "--backbone", str(backbone), "--output_dir", str(out),
+        "--max_steps", "2", "--batch_size", "4", "--max_length", "16", *extra,
+    ]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def adapted(tmp_path_factory) -> "tuple[Path, Path, Path]":
+    """(data folder, original backbone, adapted folder) of one 2-step adaptation."""
+    root = tmp_path_factory.mktemp("adapt")
+    data, backbone = _sick(root, 12), _backbone(root / "backbone")
+    assert main(_args(data, backbone, root / "adapted")) == 0
+    return data, backbone, root / "adapted"
+
+
+def test_corpus_is_the_train_splits_distinct_sentences(tmp_path):
+    data = _sick(tmp_path, 12)
+    sentences = training_sentences("sick-e", str(data))
+    assert len(sentences) == 24 and not any("heldout" in s for s in sentences)
+    assert len(training_sentences("sick-e", str(data), max_train_samples=8)) == 16
+
+
+def test_adapted_folder_has_a_tied_trained_mlm_head_and_records_its_budget(adapted):
+    _, backbone, folder = adapted
+    record = json.loads((folder / ADAPTATION_FILE).read_text())
+    assert record["dataset"] == "sick-e" and record["split"] == "train" and record["sentences"] == 24
+    assert record["mlm_head"] == "new" and record["budget"]["steps_done"] == 2
+    assert record["budget"]["mlm_probability"] == 0.15
+    mlm, info = AutoModelForMaskedLM.from_pretrained(folder, output_loading_info=True)
+    assert not info["missing_keys"]
+    assert mlm.cls.predictions.decoder.weight.data_ptr() == mlm.bert.embeddings.word_embeddings.weight.data_ptr()
+    original = BertModel.from_pretrained(backbone)
+    assert not torch.equal(
+        original.encoder.layer[0].attention.self.query.weight, mlm.bert.encoder.layer[0].attention.self.query.weight
+    )
+    assert load_tokenizer(str(folder)).vocab_size == mlm.config.vocab_size
+    assert not [p.name for p in folder.parent.iterdir() if p.name.startswith(".")]  # no temporary folder left
+
+
+def test_neighbor_attention_decodes_mask_states_with_the_adapted_head(adapted):
+    _, _, folder = adapted
+    model = create_model("neighbor-attention", backbone=str(folder), num_labels=3, **NA).eval()
+    mlm = AutoModelForMaskedLM.from_pretrained(folder).eval()
+    assert model.config.token_decoder == "mlm_head" and not any(p.requires_grad for p in model.lm_head.parameters())
+    states = torch.randn(5, model.config.backbone_config.hidden_size)
+    with torch.no_grad():
+        torch.testing.assert_close(model.decode_mask_logits(states), mlm.cls(states), atol=1e-6, rtol=1e-5)
+    row = {"sentence1": "A man walks dog 1 in the park.", "sentence2": "A woman reads book.", "label": 0}
+    result = evaluate_expressiveness(model, load_tokenizer(str(folder)), [row], k=5)
+    assert result["decoder"] == "mlm_head"
+    plain = create_model(
+        "neighbor-attention", backbone="tiny-bert", num_labels=3, token_decoder="input_embeddings", **NA
+    )
+    assert evaluate_expressiveness(plain, load_tokenizer("tiny-bert"), [row], k=5)["decoder"] == "input_embeddings"
+
+
+def test_train_cli_accepts_the_adapted_folder(adapted, tmp_path):
+    data, _, folder = adapted
+    out = tmp_path / "run"
+    flags = [
+        "--model",
+        "neighbor-attention",
+        "--backbone",
+        str(folder),
+        "--dataset",
+        "sick-e",
+        "--data_dir",
+        str(data),
+    ]
+    flags += ["--config_overrides", json.dumps(NA), "--output_dir", str(out), "--max_steps", "1", "--max_length", "48"]
+    flags += ["--per_device_train_batch_size", "4", "--eval_strategy", "no", "--save_strategy", "no"]
+    flags += ["--report_to", "none", "--disable_tqdm", "true", "--export", "false"]
+    assert console_main(flags) == 0
+    assert (out / "metrics.json").is_file()
+
+
+def test_existing_head_is_continued_with_the_flag(tmp_path):
+    data, backbone = _sick(tmp_path, 12), _backbone(tmp_path / "mlm", with_head=True)
+    assert main(_args(data, backbone, tmp_path / "out", "--max_steps", "1", "--allow_existing_head")) == 0
+    assert json.loads((tmp_path / "out" / ADAPTATION_FILE).read_text())["mlm_head"] == "continued"
+
+
+def test_overwrite_replaces_a_non_empty_output_dir(tmp_path):
+    data, backbone = _sick(tmp_path, 12), _backbone(tmp_path / "backbone")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "old.txt").write_text("x")
+    assert main(_args(data, backbone, out, "--max_steps", "1", "--overwrite")) == 0
+    assert not (out / "old.txt").exists() and (out / ADAPTATION_FILE).is_file()
+
+
+def _few(tmp: Path) -> list[str]:
+    return _args(_sick(tmp, MIN_SENTENCES // 2 - 1), _backbone(tmp / "b"), tmp / "out")
+
+
+def _empty(tmp: Path) -> list[str]:
+    return _args(_sick(tmp, 0), _backbone(tmp / "b"), tmp / "out")
+
+
+def _with_head(tmp: Path) -> list[str]:
+    return _args(_sick(tmp, 12), _backbone(tmp / "b", with_head=True), tmp / "out")
+
+
+def _bad_tokenizer(tmp: Path) -> list[str]:
+    tokenizer = tmp / "tok"
+    load_tokenizer("tiny-roberta").save_pretrained(tokenizer)
+    return _args(_sick(tmp, 12), _backbone(tmp / "b"), tmp / "out", "--tokenizer", str(tokenizer))
+
+
+def _non_empty_output(tmp: Path) -> list[str]:
+    (tmp / "out").mkdir()
+    (tmp / "out" / "keep.txt").write_text("x")
+    return _args(_sick(tmp, 12), _backbone(tmp / "b"), tmp / "out")
+
+
+def _flag(flag: str, value: str):
+    return lambda tmp: _args(_sick(tmp, 12), _backbone(tmp / "b"), tmp / "out", flag, value)
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (_few, rf"gives {MIN_SENTENCES - 2} distinct sentence\(s\); adaptation needs at least {MIN_SENTENCES}"),
+        (_empty, r"split 'train' of 'sick-e' has no rows"),
+        (_with_head, r"already has an MLM head; pass --allow_existing_head"),
+        (_bad_tokenizer, r"--tokenizer .* has \d+ tokens but the backbone's input embeddings have 30522 rows"),
+        (_non_empty_output, r"--output_dir .* exists and is not empty; pass --overwrite"),
+        (_flag("--mlm_probability", "1.5"), r"`--mlm_probability` got an invalid value 1.5"),
+        (_flag("--max_steps", "0"), r"`--max_steps` got an invalid value 0"),
+        (_flag("--backbone", "tiny-bert"), r"backbone 'tiny-bert' is a random test variant"),
+    ],
+    ids=[
+        "tiny-corpus",
+        "empty-corpus",
+        "existing-head",
+        "tokenizer-vocab",
+        "output-exists",
+        "mlm-prob",
+        "steps",
+        "random-backbone",
+    ],
+)
+def test_bad_inputs_give_one_line_errors_and_write_nothing(tmp_path, capsys, make, message):
+    argv = make(tmp_path)
+    before = _snapshot(tmp_path)
+    capsys.readouterr()  # drop what building the fixtures printed
+    assert main(argv) == 2
+    (err,) = [line for line in capsys.readouterr().err.splitlines() if line.startswith("pairzoo.adapt_mlm: error: ")]
+    assert re.search(message, err), err
+    assert _snapshot(tmp_path) == before

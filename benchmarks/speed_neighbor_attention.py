@@ -10,16 +10,26 @@ the neighbor-attention step (time inside `select_neighbors`: the batched h W_e^T
 top-K and the k-of-K draw, measured in the same steps), and the same shares in counted FLOPs
 (`benchmarks.timing.counted_flops`), which no load from other processes can disturb; and the trainable
 parameters as a fraction of the backbone's (issue target: at most 6%). `benchmarks/speed.py` runs it at length 128.
+
+It also times `--adapt_steps` steps of the task-adaptive MLM pre-step (`python -m pairzoo.adapt_mlm`): the backbone
+as a masked LM with an MLM head (built from its config: weights do not change the cost), a batch of
+`--adapt_batch_size` sentences of exactly `--adapt_length` tokens masked by `DataCollatorForLanguageModeling` (0.15),
+forward, backward and an AdamW step over all parameters, as `adapt_mlm` trains. Reported: the median step and the
+total of the N steps, the step's ratio over the full fine-tuning step above (different inputs: sentences, not
+prompts), and the estimated cost of one adaptation epoch for `--adapt_corpus_sentences` sentences.
 """
 
 import argparse
 import json
+import math
 import statistics
 
 import torch
+from transformers import AutoModelForMaskedLM, DataCollatorForLanguageModeling
 
 from benchmarks.timing import clock, counted_flops, interleaved, medians, trainable_fraction
 from pairzoo import create_model, load_tokenizer
+from pairzoo.backbones import backbone_config
 from pairzoo.modeling.modeling_neighbor_attention import encode_neighbor_attention_inputs
 
 LABEL_WORDS = ["entailment", "neutral", "contradiction"]
@@ -75,6 +85,20 @@ def _search(model, batch) -> None:
     model.select_neighbors(model.backbone.embeddings(input_ids=batch["input_ids"]), batch["input_ids"])
 
 
+def _adaptation_steps(backbone: str, steps: int, batch_size: int, length: int) -> "list[tuple[float, float]]":
+    """(wall, cpu) seconds of each of `steps` masked-language training steps on `backbone`, after one warm-up step."""
+    tokenizer = load_tokenizer(backbone)
+    model = AutoModelForMaskedLM.from_config(backbone_config(backbone)).to(DEVICE).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    text = "Two women in red jackets are walking their dogs through a park in the early morning fog. " * 8
+    ids = tokenizer(text, truncation=True, max_length=length)["input_ids"]
+    if len(ids) != length:
+        raise ValueError(f"could not build adaptation inputs of length {length}: got {len(ids)}.")
+    collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.15, seed=0)
+    batch = {k: v.to(DEVICE) for k, v in collator([{"input_ids": ids}] * batch_size).items()}
+    return interleaved({"adapt": lambda: _step(model, optimizer, batch)}, 1, steps)["adapt"]
+
+
 def main(argv: "list[str] | None" = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--backbone", default="minilm")
@@ -84,6 +108,10 @@ def main(argv: "list[str] | None" = None) -> dict:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     parser.add_argument("--overrides", default="{}", help="neighbor-attention config overrides as JSON")
+    parser.add_argument("--adapt_steps", type=int, default=5, help="MLM adaptation steps to time (0: none)")
+    parser.add_argument("--adapt_batch_size", type=int, default=32, help="adapt_mlm's default batch")
+    parser.add_argument("--adapt_length", type=int, default=20, help="tokens per sentence (SICK-E p95: 20)")
+    parser.add_argument("--adapt_corpus_sentences", type=int, default=4789, help="SICK-E train: 4789 sentences")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -134,6 +162,20 @@ def main(argv: "list[str] | None" = None) -> dict:
         "neighbor_search_flops": search_flops,
         "neighbor_search_share_of_step_flops": search_flops / flops["neighbor"],
     }
+    if args.adapt_steps > 0:
+        steps = _adaptation_steps(args.backbone, args.adapt_steps, args.adapt_batch_size, args.adapt_length)
+        step_wall = statistics.median(t[0] for t in steps)
+        result["adaptation"] = {
+            "steps": args.adapt_steps,
+            "batch_size": args.adapt_batch_size,
+            "length": args.adapt_length,
+            "median_step_wall_seconds": step_wall,
+            "median_step_cpu_seconds": statistics.median(t[1] for t in steps),
+            "total_wall_seconds": sum(t[0] for t in steps),
+            "step_wall_ratio_over_full_step": step_wall / wall["full"],
+            "corpus_sentences": args.adapt_corpus_sentences,
+            "estimated_epoch_wall_seconds": step_wall * math.ceil(args.adapt_corpus_sentences / args.adapt_batch_size),
+        }
     print(json.dumps(result, indent=2))
     return result
 

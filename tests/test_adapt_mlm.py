@@ -203,3 +203,16 @@ def test_bad_inputs_give_one_line_errors_and_write_nothing(tmp_path, capsys, mak
     (err,) = [line for line in capsys.readouterr().err.splitlines() if line.startswith("pairzoo.adapt_mlm: error: ")]
     assert re.search(message, err), err
     assert _snapshot(tmp_path) == before
+
+
+def test_speed_benchmark_times_the_adaptation_steps():
+    from benchmarks.speed_neighbor_attention import main as speed_main
+
+    argv = ["--backbone", "tiny-bert", "--batch_size", "2", "--length", "24", "--repeats", "1", "--warmup", "0"]
+    argv += ["--overrides", json.dumps({"neighbor_layers": [0]}), "--adapt_steps", "3", "--adapt_batch_size", "4"]
+    result = speed_main([*argv, "--adapt_length", "12", "--adapt_corpus_sentences", "10"])
+    adaptation = result["adaptation"]
+    assert adaptation["steps"] == 3 and adaptation["length"] == 12
+    assert adaptation["total_wall_seconds"] >= adaptation["median_step_wall_seconds"] > 0
+    assert adaptation["estimated_epoch_wall_seconds"] == pytest.approx(3 * adaptation["median_step_wall_seconds"])
+    assert "adaptation" not in speed_main([*argv, "--adapt_steps", "0"])

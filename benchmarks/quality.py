@@ -186,7 +186,13 @@ COMPARISONS.append(
         (
             Arm("full fine-tuning", "neighbor-attention", {"training_mode": "full"}),
             Arm("bitfit", "neighbor-attention", {"training_mode": "bitfit"}, {"learning_rate": 1e-3}),
-            Arm("neighbor attention", "neighbor-attention", {"training_mode": "neighbor"}, {"learning_rate": 1e-3}),
+            # the regularisers' weights default to the paper's 1.0 now; this arm is the method without them
+            Arm(
+                "neighbor attention",
+                "neighbor-attention",
+                {"training_mode": "neighbor", "lambda_m": 0.0, "lambda_n": 0.0},
+                {"learning_rate": 1e-3},
+            ),
             Arm(
                 "neighbor attention + reg",
                 "neighbor-attention",

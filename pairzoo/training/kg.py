@@ -370,7 +370,7 @@ class KgTrainer(_GuardedTrainer):
             ranking = self.kg_evaluation(self.model)
         metrics = {f"{metric_key_prefix}_{k}": v for k, v in ranking.items()}
         metrics[f"{metric_key_prefix}_runtime"] = round(time.time() - started, 2)
-        self.log(metrics)
+        self.log(dict(metrics))  # `log` adds the epoch to the dict it is given
         self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
         return metrics
 

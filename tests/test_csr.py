@@ -1,5 +1,5 @@
 """CSR (condition-specified routers): harness for tri and bi, the router equations recomputed from the backbone's own
-projections, the cache path, the baselines, KG pieces, the pipeline encodings and bad input."""
+projections, the cache path, the baselines, the pipeline encodings and bad input (KG training: test_kg.py)."""
 
 import math
 
@@ -13,7 +13,6 @@ from pairzoo.csr_cache import load_cache, save_cache
 from pairzoo.hub_cards import export_model, score_in_fresh_process
 from pairzoo.pipelines.pipeline_conditional_similarity import encode_bi_inputs, encode_tri_inputs
 from pairzoo.training.collators import BiEncoderCollator, TriEncoderCollator, make_collator
-from pairzoo.training.kg import KgCollator, KgContrastiveModel, encode_entities, evaluate_kg, known_answers
 
 S1 = [r["sentence1"] for r in ROWS]
 S2 = [r["sentence2"] for r in ROWS]
@@ -274,53 +273,6 @@ def test_encoders_collators_and_errors():
         collator([{**ROWS[0], "label": 7.0}])
     with pytest.raises(ValueError, match="input_ids_3"):
         _model()(**{k: v for k, v in tri.items() if not k.endswith("_3")})
-
-
-def test_kg_infonce_recomputed():
-    tokenizer = load_tokenizer("tiny-bert")
-    model = _model()
-    kg = KgContrastiveModel(model, margin=0.02, temperature=0.05)
-    rows = [
-        {"head_id": "h1", "head": "dog, a pet", "relation": "hypernym", "tail_id": "t1", "tail": "animal, a being"},
-        {"head_id": "h2", "head": "oak, a tree", "relation": "hypernym", "tail_id": "t2", "tail": "tree, a plant"},
-        {"head_id": "h3", "head": "cat, a pet", "relation": "hypernym", "tail_id": "t1", "tail": "animal, a being"},
-    ]
-    batch = KgCollator(tokenizer, "tri", {"t1": 0, "t2": 1}, 32)(rows)
-    with torch.no_grad():
-        loss, logits = kg(batch)
-        q = torch.nn.functional.normalize(model(**{k: v for k, v in batch.items() if "tail" not in k}).embeddings)
-        t = torch.nn.functional.normalize(model.embed_plain(batch["tail_input_ids"], batch["tail_attention_mask"]))
-    expected = (q @ t.T - 0.02 * torch.eye(3)) / 0.05
-    expected[0, 2] = expected[2, 0] = -1e4  # same tail entity: a false negative, masked
-    torch.testing.assert_close(logits, expected, atol=1e-4, rtol=1e-5)
-    labels = torch.arange(3)
-    ce = torch.nn.functional.cross_entropy
-    torch.testing.assert_close(loss, ce(expected, labels) + ce(expected.T, labels), atol=1e-4, rtol=1e-5)
-
-
-def test_kg_filtered_ranks_recomputed_by_brute_force():
-    tokenizer = load_tokenizer("tiny-bert")
-    kg = KgContrastiveModel(_model())
-    ids = ["dog", "cat", "animal", "oak", "tree", "plant"]
-    texts = ["dog, a pet", "cat, a pet", "animal, a being", "oak, a tree", "tree, a plant", "plant, a living thing"]
-    queries = [
-        {"head_id": "dog", "head": texts[0], "relation": "hypernym", "tail_id": "animal", "tail": texts[2]},
-        {"head_id": "oak", "head": texts[3], "relation": "hypernym", "tail_id": "tree", "tail": texts[4]},
-        {"head_id": "tree", "head": texts[4], "relation": "hypernym", "tail_id": "plant", "tail": texts[5]},
-    ]
-    known = known_answers(queries + [{**queries[0], "tail_id": "cat"}])  # "cat" is another known answer for "dog"
-    metrics = evaluate_kg(kg, tokenizer, queries, ids, texts, known, "tri", max_length=32, batch_size=2)
-    entities = encode_entities(kg, tokenizer, texts, 32)
-    with torch.no_grad():
-        q = kg.query_embeddings(KgCollator(tokenizer, "tri", {e: i for i, e in enumerate(ids)}, 32)(queries))
-    ranks = []
-    for row, query in zip(q, queries):
-        scores = {e: float(row @ entities[i]) for i, e in enumerate(ids)}
-        excluded = ({query["head_id"]} | known[(query["head_id"], query["relation"])]) - {query["tail_id"]}
-        ranks.append(1 + sum(s > scores[query["tail_id"]] for e, s in scores.items() if e not in excluded))
-    assert metrics["mrr"] == pytest.approx(sum(1 / r for r in ranks) / 3)
-    assert metrics["hits@1"] == pytest.approx(sum(r <= 1 for r in ranks) / 3)
-    assert metrics["num_entities"] == 6 and metrics["num_queries"] == 3
 
 
 @pytest.mark.parametrize("architecture", ["tri", "bi"])

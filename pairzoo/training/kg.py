@@ -1,35 +1,66 @@
-"""Knowledge-graph completion with conditioned sentence embeddings (SimKGC formulation, as in the CSR paper).
+"""Knowledge-graph completion with conditioned sentence embeddings: the SimKGC recipe (Wang et al. 2022, "SimKGC:
+Simple Contrastive Knowledge Graph Completion with Pre-trained Language Models"; code intfloat/SimKGC), as the CSR
+paper trains it, through `transformers.Trainer`.
 
-The head entity's text is the sentence and the relation's name the condition; the tail entity's text is embedded
-without a condition. Training: InfoNCE over in-batch negatives with an additive margin on the positive (0.02) and a
-learnable temperature (initialised at 0.05), in both directions (query -> tail and tail -> query), in-batch false
-negatives (same tail entity) masked, as intfloat/SimKGC does. Inverse triples `(tail, "inverse <relation>", head)` are
-added to training and evaluation, as SimKGC does. Evaluation: filtered MRR and Hits@1/3/10, each query ranked against
-all entities (40,943 for WN18RR), the other known answers (train and dev triples) and the query's own head entity
-filtered out. Only dev is evaluated: test is held out.
+The head entity's text is the sentence and the relation's name the condition; tail (and head) entity texts are
+embedded without a condition (`CsrModel.embed_plain`), by the same shared encoder (SimKGC uses two encoders).
+Training loss, each part switchable to compare with the earlier trainer (in-batch negatives, same-tail masking only):
+
+- InfoNCE over in-batch negatives with an additive margin `gamma` subtracted from the positive cosine and a learnable
+  temperature (`log(1/tau)` a parameter, initialised at tau = 0.05), in both directions: query -> tail over all
+  negatives, tail -> query over the in-batch ones (SimKGC's trainer).
+- Pre-batch negatives (`pre_batch` > 0): the detached tail embeddings of the previous `pre_batch` batches, their
+  logits weighted by `pre_batch_weight` (SimKGC: 0.5). Slots not filled yet are masked (SimKGC fills them with random
+  vectors); each process keeps its own queue.
+- Self-negatives (`self_negatives`): the query's own head entity as one more negative.
+- False negatives masked (`false_negatives="known"`): a candidate is masked when it is a known answer of the query's
+  `(head, relation)` in the training graph, in the batch, in the pre-batch queue and as a self-negative (SimKGC's
+  `construct_mask`); `"same_tail"` masks only the same tail entity (the earlier trainer), `"none"` nothing.
+
+Inverse triples `(tail, "inverse <relation>", head)` are added to training and evaluation, as SimKGC does.
+Evaluation: filtered MRR and Hits@1/3/10, each query ranked against all entities (40,943 for WN18RR), the other known
+answers (train and dev triples) and the query's own head entity filtered out; only dev is evaluated (test is held
+out). It is the Trainer's `evaluate` (so `--eval_steps` gives dev MRR during training); every process ranks all
+queries. The run ends with `<output_dir>/export` (the trained `CsrModel`, as every `pairzoo.train` run) and
+`<output_dir>/metrics.json` (dev metrics, arguments and environment), both written atomically.
 
 `python -m pairzoo.train_kg --model csr --backbone minilm --config_overrides '{"architecture": "tri"}' --max_steps 300`
+(`accelerate launch -m pairzoo.train_kg ...` on several processes).
 """
 
 import json
 import math
-import random
+import platform
 import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
+import transformers
 from torch import nn
 from tqdm.auto import tqdm
-from transformers import HfArgumentParser, get_linear_schedule_with_warmup, set_seed
+from transformers import HfArgumentParser, TrainingArguments, set_seed
+from transformers.utils import ModelOutput
 
 from ..backbones import load_tokenizer
+from ..fileio import write_text_atomic
 from ..pipelines.pipeline_conditional_similarity import encode_bi_inputs, encode_tri_inputs
 from ..registry import create_model
+from .cli import (
+    NonFiniteLossError,
+    _check_number,
+    _check_world_size,
+    _GuardedTrainer,
+    _has_accelerator,
+    _parse_overrides,
+    _undone_on_failure,
+)
 from .data import load_dataset, load_kg_entities
 
 INVERSE_PREFIX = "inverse "
+FALSE_NEGATIVE_MODES = ("known", "same_tail", "none")
+MASKED = -1e4  # SimKGC's masked logit
 
 
 def kg_examples(triples, add_inverse: bool = True) -> "list[dict]":
@@ -49,16 +80,26 @@ def kg_examples(triples, add_inverse: bool = True) -> "list[dict]":
     return rows
 
 
+def known_answers(rows: "list[dict]") -> "dict[tuple[str, str], set[str]]":
+    """`(head_id, relation) -> {tail_id}` over `rows` (the false-negative mask and the ranking filter)."""
+    answers: dict = {}
+    for r in rows:
+        answers.setdefault((r["head_id"], r["relation"]), set()).add(r["tail_id"])
+    return answers
+
+
 @dataclass
 class KgCollator:
     """Batches KG rows: the conditioned query `(head text | relation)` in the model's input format (`tri` or `bi`),
-    the tail text alone (`tail_input_ids`, `tail_attention_mask`) and `tail_index` (the tail's row in the entity table,
-    used to mask in-batch false negatives)."""
+    the tail and head texts alone (`tail_input_ids`, `tail_attention_mask`, `head_input_ids`, `head_attention_mask`),
+    their rows in the entity table (`tail_index`, `head_index`) and `known_index` (B, K): the entity rows of the known
+    answers of each query's `(head, relation)` in `known` (always including its own tail), padded with -1."""
 
     tokenizer: object
     input_format: str
     entity_index: dict
     max_length: int = 64
+    known: "dict[tuple[str, str], set[str]] | None" = None
 
     def __call__(self, rows: list[dict]) -> dict[str, torch.Tensor]:
         if not rows:
@@ -68,55 +109,160 @@ class KgCollator:
         encode = encode_tri_inputs if self.input_format == "tri" else encode_bi_inputs
         heads, relations = [r["head"] for r in rows], [r["relation"] for r in rows]
         batch = encode(self.tokenizer, heads, None, relations, max_length=self.max_length)
-        tails = self.tokenizer(
-            [r["tail"] for r in rows], truncation=True, max_length=self.max_length, padding=True, return_tensors="pt"
+        for side in ("tail", "head"):
+            texts = self.tokenizer(
+                [r[side] for r in rows], truncation=True, max_length=self.max_length, padding=True, return_tensors="pt"
+            )
+            batch[f"{side}_input_ids"] = texts["input_ids"]
+            batch[f"{side}_attention_mask"] = texts["attention_mask"]
+            batch[f"{side}_index"] = torch.tensor([self.entity_index[r[f"{side}_id"]] for r in rows])
+        answers = [
+            sorted({self.entity_index[t] for t in (self.known or {}).get((r["head_id"], r["relation"]), ())} - {i})
+            for r, i in zip(rows, batch["tail_index"].tolist())
+        ]
+        width = 1 + max(len(a) for a in answers)
+        batch["known_index"] = torch.tensor(
+            [[i, *a] + [-1] * (width - 1 - len(a)) for i, a in zip(batch["tail_index"].tolist(), answers)]
         )
-        batch["tail_input_ids"] = tails["input_ids"]
-        batch["tail_attention_mask"] = tails["attention_mask"]
-        batch["tail_index"] = torch.tensor([self.entity_index[r["tail_id"]] for r in rows], dtype=torch.long)
         return batch
 
 
-class KgContrastiveModel(nn.Module):
-    """A conditioned-embedding model with SimKGC's InfoNCE: additive margin and a learnable temperature."""
+def is_known(known_index: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+    """(B, C) bool: whether entity row `candidates[j]` is among the known answers `known_index[i]` (-1: padding)."""
+    width = int(torch.maximum(known_index.max(), candidates.max())) + 1
+    offsets = torch.arange(len(known_index), device=known_index.device).unsqueeze(1) * width
+    known_keys = (known_index + offsets)[known_index >= 0]
+    return torch.isin(candidates.unsqueeze(0) + offsets, known_keys) & (candidates >= 0)
 
-    def __init__(self, model: nn.Module, margin: float = 0.02, temperature: float = 0.05) -> None:
+
+@dataclass
+class KgOutput(ModelOutput):
+    r"""
+    Output of [`KgContrastiveModel`].
+
+    Args:
+        loss (`torch.FloatTensor` of shape `()`): InfoNCE, query -> tail over all negatives plus tail -> query over
+            the in-batch ones.
+        logits (`torch.FloatTensor` of shape `(batch_size, batch_size + num_pre_batch + self_negatives)`): scaled
+            logits (margin on the diagonal, masked false negatives at -1e4): in-batch tails, pre-batch queue, own head.
+        query_embeddings (`torch.FloatTensor` of shape `(batch_size, hidden_size)`): normalised query embeddings.
+        tail_embeddings (`torch.FloatTensor` of shape `(batch_size, hidden_size)`): normalised tail embeddings.
+    """
+
+    loss: "torch.FloatTensor | None" = None
+    logits: "torch.FloatTensor | None" = None
+    query_embeddings: "torch.FloatTensor | None" = None
+    tail_embeddings: "torch.FloatTensor | None" = None
+
+
+class KgContrastiveModel(nn.Module):
+    """A conditioned-embedding model (`CsrModel`) with SimKGC's contrastive loss (see the module docstring).
+
+    `pre_batch` previous batches of at most `batch_size` tails are kept as extra negatives, weighted by
+    `pre_batch_weight`; `self_negatives` adds the head entity; `false_negatives` selects the mask
+    (`known`, `same_tail`, `none`); `learn_temperature=False` freezes tau.
+    """
+
+    accepts_loss_kwargs = False  # the loss is a mean over the batch: the Trainer scales it for accumulation
+
+    def __init__(
+        self,
+        model: nn.Module,
+        margin: float = 0.02,
+        temperature: float = 0.05,
+        learn_temperature: bool = True,
+        pre_batch: int = 0,
+        pre_batch_weight: float = 0.5,
+        batch_size: int = 32,
+        self_negatives: bool = False,
+        false_negatives: str = "known",
+    ) -> None:
         super().__init__()
-        if not 0 < temperature:
+        if not temperature > 0:
             raise ValueError(f"`temperature` must be > 0, got {temperature}.")
+        if false_negatives not in FALSE_NEGATIVE_MODES:
+            raise ValueError(f"`false_negatives` must be one of {FALSE_NEGATIVE_MODES}, got {false_negatives!r}.")
         self.model = model
         self.margin = margin
-        self.log_inv_t = nn.Parameter(torch.tensor(math.log(1.0 / temperature)))
+        self.log_inv_t = nn.Parameter(torch.tensor(math.log(1.0 / temperature)), requires_grad=learn_temperature)
+        self.pre_batch_size = pre_batch * batch_size
+        self.pre_batch_weight = pre_batch_weight
+        self.self_negatives = self_negatives
+        self.false_negatives = false_negatives
+        self.reset_queue()
 
-    def query_embeddings(self, batch: dict) -> torch.Tensor:
-        """(B, d) normalised embeddings of `(head | relation)` queries."""
-        inputs = {k: v for k, v in batch.items() if not k.startswith("tail_")}
-        return nn.functional.normalize(self.model(**inputs).embeddings, dim=-1)
+    def reset_queue(self) -> None:
+        """Empty the pre-batch queue (plain attributes, not buffers: each process keeps its own; DDP syncs none)."""
+        self.queue: torch.Tensor | None = None
+        self.queue_index: torch.Tensor | None = None
+
+    def query_embeddings(self, query: dict) -> torch.Tensor:
+        """(B, d) normalised embeddings of `(head | relation)` queries (the model's input keys)."""
+        return nn.functional.normalize(self.model(**query).embeddings, dim=-1)
 
     def entity_embeddings(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """(B, d) normalised embeddings of entity texts without a condition."""
         return nn.functional.normalize(self.model.embed_plain(input_ids, attention_mask), dim=-1)
 
-    def forward(self, batch: dict) -> "tuple[torch.Tensor, torch.Tensor]":
-        """InfoNCE loss (both directions) and the (B, B) training logits."""
-        queries = self.query_embeddings(batch)
-        tails = self.entity_embeddings(batch["tail_input_ids"], batch["tail_attention_mask"])
-        logits = queries @ tails.T
-        eye = torch.eye(len(logits), dtype=torch.bool, device=logits.device)
-        logits = logits - self.margin * eye
-        logits = logits * self.log_inv_t.exp().clamp(max=100.0)
-        same_tail = batch["tail_index"].unsqueeze(0) == batch["tail_index"].unsqueeze(1)
-        logits = logits.masked_fill(same_tail & ~eye, -1e4)
-        labels = torch.arange(len(logits), device=logits.device)
-        loss = nn.functional.cross_entropy(logits, labels) + nn.functional.cross_entropy(logits.T, labels)
-        return loss, logits
+    def _false_negative_mask(
+        self, tail_index: torch.Tensor, known_index: torch.Tensor, candidates: torch.Tensor
+    ) -> torch.Tensor:
+        """(B, C) bool: candidate entity rows masked as false negatives of each query."""
+        if self.false_negatives == "none":
+            return torch.zeros(len(tail_index), len(candidates), dtype=torch.bool, device=tail_index.device)
+        if self.false_negatives == "same_tail":
+            return tail_index.unsqueeze(1) == candidates.unsqueeze(0)
+        return is_known(known_index, candidates)
+
+    def forward(
+        self,
+        tail_input_ids: torch.Tensor,
+        tail_attention_mask: torch.Tensor,
+        tail_index: torch.Tensor,
+        head_input_ids: "torch.Tensor | None" = None,
+        head_attention_mask: "torch.Tensor | None" = None,
+        head_index: "torch.Tensor | None" = None,
+        known_index: "torch.Tensor | None" = None,
+        **query: torch.Tensor,
+    ) -> KgOutput:
+        """The training loss of one `KgCollator` batch; in training mode the batch's tails then enter the queue."""
+        if known_index is None:
+            known_index = tail_index.unsqueeze(1)
+        queries = self.query_embeddings(query)
+        tails = self.entity_embeddings(tail_input_ids, tail_attention_mask)
+        inv_t = self.log_inv_t.exp()
+        eye = torch.eye(len(queries), dtype=torch.bool, device=queries.device)
+        in_batch = (queries @ tails.T - self.margin * eye) * inv_t
+        in_batch = in_batch.masked_fill(self._false_negative_mask(tail_index, known_index, tail_index) & ~eye, MASKED)
+        parts = [in_batch]
+        if self.pre_batch_size and self.queue is not None:
+            pre = (queries @ self.queue.T) * inv_t * self.pre_batch_weight
+            parts.append(pre.masked_fill(self._false_negative_mask(tail_index, known_index, self.queue_index), MASKED))
+        if self.self_negatives:
+            if head_input_ids is None or head_index is None:
+                raise ValueError("self-negatives need `head_input_ids`, `head_attention_mask` and `head_index`.")
+            heads = self.entity_embeddings(head_input_ids, head_attention_mask)
+            own = (queries * heads).sum(-1, keepdim=True) * inv_t
+            parts.append(
+                own.masked_fill(
+                    self._false_negative_mask(tail_index, known_index, head_index).diagonal().unsqueeze(1), MASKED
+                )
+            )
+        logits = torch.cat(parts, dim=1)
+        labels = torch.arange(len(queries), device=queries.device)
+        loss = nn.functional.cross_entropy(logits, labels) + nn.functional.cross_entropy(in_batch.T, labels)
+        if self.training and self.pre_batch_size:
+            queue = tails.detach() if self.queue is None else torch.cat([tails.detach(), self.queue])
+            index = tail_index if self.queue_index is None else torch.cat([tail_index, self.queue_index])
+            self.queue, self.queue_index = queue[: self.pre_batch_size], index[: self.pre_batch_size]
+        return KgOutput(loss=loss, logits=logits, query_embeddings=queries, tail_embeddings=tails)
 
 
 @torch.no_grad()
 def encode_entities(
     kg_model: KgContrastiveModel, tokenizer, texts: "list[str]", max_length: int = 64, batch_size: int = 256
 ) -> torch.Tensor:
-    """(num_entities, d) normalised entity embeddings, batched, with a progress bar."""
+    """(num_entities, d) normalised entity embeddings, batched by similar lengths, with a progress bar."""
     device = next(kg_model.parameters()).device
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # similar lengths together: less padding
     out = torch.empty(len(texts), kg_model.model.config.backbone_config.hidden_size, device=device)
@@ -127,16 +273,8 @@ def encode_entities(
         )
         out[torch.tensor(index, device=device)] = kg_model.entity_embeddings(
             batch["input_ids"].to(device), batch["attention_mask"].to(device)
-        )
+        ).to(out.dtype)
     return out
-
-
-def known_answers(rows: "list[dict]") -> "dict[tuple[str, str], set[str]]":
-    """`(head_id, relation) -> {tail_id}` over `rows` (the filter of the filtered ranking)."""
-    answers: dict = {}
-    for r in rows:
-        answers.setdefault((r["head_id"], r["relation"]), set()).add(r["tail_id"])
-    return answers
 
 
 @torch.no_grad()
@@ -151,10 +289,11 @@ def evaluate_kg(
     max_length: int = 64,
     batch_size: int = 256,
 ) -> "dict[str, float]":
-    """Filtered MRR and Hits@1/3/10 of `queries` ranked against every entity.
+    """Filtered MRR and Hits@1/3/10 of `queries` ranked against every entity (ties count in the target's favour).
 
     Other known answers and the query's own head entity (unless it is the answer) are filtered out: an entity's text is
-    trivially closest to itself, which would otherwise cap every rank at 2.
+    trivially closest to itself, which would otherwise cap every rank at 2. Leaves `kg_model` in eval mode (the
+    Trainer's training step sets train mode again).
     """
     if not queries:
         raise ValueError("no evaluation queries.")
@@ -166,9 +305,9 @@ def evaluate_kg(
     ranks = []
     for start in tqdm(range(0, len(queries), batch_size), desc="queries", unit="batch", mininterval=5):
         rows = queries[start : start + batch_size]
-        batch = {k: v.to(device) for k, v in collator(rows).items()}
-        scores = kg_model.query_embeddings(batch) @ entities.T
-        targets = batch["tail_index"]
+        batch = {k: v.to(device) for k, v in collator(rows).items() if not k.startswith(("tail_", "head_", "known_"))}
+        scores = kg_model.query_embeddings(batch).to(entities.dtype) @ entities.T
+        targets = torch.tensor([entity_index[r["tail_id"]] for r in rows], device=device)
         for row, r in enumerate(rows):
             excluded = known.get((r["head_id"], r["relation"]), set()) | {r["head_id"]}
             others = [entity_index[t] for t in excluded if t != r["tail_id"]]
@@ -188,6 +327,55 @@ def evaluate_kg(
 
 
 @dataclass
+class KgEvaluation:
+    """What `evaluate_kg` ranks: dev queries against all entities, filtered by `known` (train and dev answers)."""
+
+    tokenizer: object
+    queries: list
+    entity_ids: list
+    entity_texts: list
+    known: dict
+    input_format: str
+    max_length: int = 64
+    batch_size: int = 256
+
+    def __call__(self, kg_model: KgContrastiveModel) -> "dict[str, float]":
+        return evaluate_kg(
+            kg_model,
+            self.tokenizer,
+            self.queries,
+            self.entity_ids,
+            self.entity_texts,
+            self.known,
+            self.input_format,
+            self.max_length,
+            self.batch_size,
+        )
+
+
+class KgTrainer(_GuardedTrainer):
+    """`Trainer` whose evaluation is the filtered ranking of `kg_evaluation` (logged as `<prefix>_mrr`, ...)."""
+
+    def __init__(self, *args, kg_evaluation: KgEvaluation, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.kg_evaluation = kg_evaluation
+
+    def train(self, *args, **kwargs):
+        self.model.reset_queue()  # a new run starts with an empty pre-batch queue
+        return super().train(*args, **kwargs)
+
+    def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval") -> "dict[str, float]":
+        started = time.time()
+        with self.autocast_smart_context_manager():
+            ranking = self.kg_evaluation(self.model)
+        metrics = {f"{metric_key_prefix}_{k}": v for k, v in ranking.items()}
+        metrics[f"{metric_key_prefix}_runtime"] = round(time.time() - started, 2)
+        self.log(dict(metrics))  # `log` adds the epoch to the dict it is given
+        self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
+        return metrics
+
+
+@dataclass
 class KgArguments:
     """`python -m pairzoo.train_kg` options."""
 
@@ -195,104 +383,219 @@ class KgArguments:
     backbone: str = field(default="minilm", metadata={"help": "minilm, tiny-bert, tiny-roberta, a folder or Hub id."})
     config_overrides: "str | None" = field(default=None, metadata={"help": "Model hyper-parameters as JSON."})
     data_dir: "str | None" = field(default=None, metadata={"help": "Shared data folder (default ../shared/data)."})
-    output_dir: str = field(default="outputs/kg", metadata={"help": "Where metrics.json is written."})
+    output_dir: str = field(default="outputs/kg", metadata={"help": "Where metrics.json and export/ are written."})
     max_steps: int = field(default=300, metadata={"help": "Training steps."})
-    batch_size: int = field(default=32, metadata={"help": "Training batch (in-batch negatives)."})
+    batch_size: int = field(default=32, metadata={"help": "Training batch per process (in-batch negatives)."})
     learning_rate: float = field(default=5e-5, metadata={"help": "AdamW learning rate (linear decay)."})
     warmup_ratio: float = field(default=0.1, metadata={"help": "Fraction of steps of linear warm-up."})
     weight_decay: float = field(default=1e-4, metadata={"help": "AdamW weight decay."})
+    max_grad_norm: float = field(default=10.0, metadata={"help": "Gradient clipping norm (SimKGC: 10)."})
     max_length: int = field(default=64, metadata={"help": "Maximum tokens per entity text / query."})
-    margin: float = field(default=0.02, metadata={"help": "Additive margin on the positive logit."})
-    temperature: float = field(default=0.05, metadata={"help": "Initial temperature (learnable)."})
+    margin: float = field(default=0.02, metadata={"help": "Additive margin subtracted from the positive cosine."})
+    temperature: float = field(default=0.05, metadata={"help": "Initial temperature tau."})
+    learn_temperature: bool = field(default=True, metadata={"help": "Learn log(1/tau) (SimKGC --finetune-t)."})
+    pre_batch: int = field(default=2, metadata={"help": "Previous batches whose tails are negatives (0: none)."})
+    pre_batch_weight: float = field(default=0.5, metadata={"help": "Weight of the pre-batch logits."})
+    self_negatives: bool = field(default=True, metadata={"help": "The query's head entity as a negative."})
+    false_negatives: str = field(
+        default="known",
+        metadata={"help": "Masked negatives: known (answers of (head, relation) in train), same_tail, or none."},
+    )
     add_inverse: bool = field(default=True, metadata={"help": "Add inverse triples to training and evaluation."})
     eval_queries: "int | None" = field(default=None, metadata={"help": "Evaluate the first N dev triples only."})
     eval_batch_size: int = field(default=256, metadata={"help": "Batch of entity encoding and query scoring."})
+    eval_steps: int = field(default=0, metadata={"help": "Also evaluate dev every N steps (0: only at the end)."})
+    logging_steps: int = field(default=50, metadata={"help": "Log the training loss every N steps."})
+    bf16: bool = field(default=False, metadata={"help": "bfloat16 mixed precision (on a GPU)."})
     seed: int = field(default=0, metadata={"help": "Seed of model init, data order and dropout."})
+    export: bool = field(default=True, metadata={"help": "Write the Hub export folder <output_dir>/export."})
+
+
+def _validate(args: KgArguments) -> None:
+    """Every flag's range, before anything is loaded or written."""
+    for name, minimum in (("max_steps", 1), ("batch_size", 2), ("max_length", 2), ("eval_batch_size", 1)):
+        _check_number(name, getattr(args, name), f"an integer >= {minimum}", lambda v, m=minimum: v >= m)
+    for name in ("pre_batch", "eval_steps"):
+        _check_number(name, getattr(args, name), "an integer >= 0", lambda v: v >= 0)
+    _check_number("logging_steps", args.logging_steps, "an integer >= 1", lambda v: v >= 1)
+    if args.eval_queries is not None:
+        _check_number("eval_queries", args.eval_queries, "an integer >= 1", lambda v: v >= 1)
+    for name in ("learning_rate", "temperature", "pre_batch_weight"):
+        _check_number(name, getattr(args, name), "a number > 0", lambda v: v > 0)
+    for name in ("margin", "weight_decay", "max_grad_norm"):
+        _check_number(name, getattr(args, name), "a number >= 0", lambda v: v >= 0)
+    _check_number("warmup_ratio", args.warmup_ratio, "in [0, 1)", lambda v: 0 <= v < 1)
+    _check_number("seed", args.seed, "an integer in [0, 2**32)", lambda v: 0 <= v < 2**32)
+    if args.false_negatives not in FALSE_NEGATIVE_MODES:
+        raise ValueError(
+            f"`--false_negatives` must be one of {', '.join(FALSE_NEGATIVE_MODES)}, got {args.false_negatives!r}."
+        )
+    if args.bf16 and not _has_accelerator():
+        raise ValueError("`--bf16` needs a GPU or another accelerator; none was found.")
+
+
+def _environment(training_args: TrainingArguments) -> dict:
+    """Versions and hardware of this run (for the results JSON)."""
+    device = training_args.device
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "platform": platform.platform(),
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else device.type,
+        "world_size": training_args.world_size,
+        "torch_threads": torch.get_num_threads(),
+        "bf16": training_args.bf16,
+    }
 
 
 def run_kg(args: KgArguments) -> dict:
-    """Train on WN18RR train, evaluate on (a prefix of) dev, write `<output_dir>/metrics.json`; returns the metrics."""
-    if args.max_steps < 0 or args.batch_size < 2:
-        raise ValueError("`max_steps` must be >= 0 and `batch_size` >= 2 (in-batch negatives).")
-    overrides = json.loads(args.config_overrides) if args.config_overrides else {}
-    set_seed(args.seed)
+    """Train on WN18RR train with `transformers.Trainer`, evaluate filtered ranks on (a prefix of) dev, write
+    `<output_dir>/export` and `<output_dir>/metrics.json`; returns the results. Nothing is written before every
+    check passes, and a failure removes what the run created."""
+    _validate(args)
+    overrides = _parse_overrides(args.config_overrides)
     data = load_dataset("wn18rr", data_dir=args.data_dir)
+    for split in ("train", "validation"):
+        if split not in data or len(data[split]) == 0:
+            raise ValueError(f"WN18RR under --data_dir needs a non-empty {split!r} split (train.tsv, dev.tsv).")
     entities = load_kg_entities(args.data_dir)
     entity_ids, entity_texts = list(entities["entity_id"]), list(entities["text"])
     entity_index = {e: i for i, e in enumerate(entity_ids)}
+    set_seed(args.seed)
     model = create_model(args.model, backbone=args.backbone, **overrides)
     input_format = getattr(model, "input_format", "cross")
+    if input_format not in ("tri", "bi") or not hasattr(model, "embed_plain"):
+        raise ValueError(
+            f"`--model {args.model}` reads {input_format!r} inputs; KG completion needs a model that embeds the "
+            "(head | relation) query and plain entity texts (csr, tri or bi architecture)."
+        )
     tokenizer = load_tokenizer(args.backbone)
-    kg_model = KgContrastiveModel(model, args.margin, args.temperature)
     train_rows = kg_examples(list(data["train"]), args.add_inverse)
-    collator = KgCollator(tokenizer, input_format, entity_index, args.max_length)
-    rng = random.Random(args.seed)
-    order = list(range(len(train_rows)))
-    rng.shuffle(order)
-    optimizer = torch.optim.AdamW(kg_model.parameters(), lr=args.learning_rate, weight_decay=args.weight_decay)
-    scheduler = get_linear_schedule_with_warmup(
-        optimizer, int(args.warmup_ratio * args.max_steps), max(args.max_steps, 1)
-    )
-    kg_model.train()
-    started = time.time()
-    losses = []
-    for step in tqdm(range(args.max_steps), desc="train", unit="step", mininterval=10):
-        index = [order[(step * args.batch_size + i) % len(order)] for i in range(args.batch_size)]
-        loss, _ = kg_model(collator([train_rows[i] for i in index]))
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(kg_model.parameters(), 10.0)
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad()
-        losses.append(loss.item())
-    train_seconds = time.time() - started
-    dev = list(data["validation"])
-    if args.eval_queries is not None:
-        dev = dev[: args.eval_queries]
-    queries = kg_examples(dev, args.add_inverse)
-    known = known_answers(kg_examples(list(data["train"]) + list(data["validation"]), True))
-    started = time.time()
-    metrics = evaluate_kg(
-        kg_model,
+    dev = list(data["validation"])[: args.eval_queries]
+    evaluation = KgEvaluation(
         tokenizer,
-        queries,
+        kg_examples(dev, args.add_inverse),
         entity_ids,
         entity_texts,
-        known,
+        known_answers(kg_examples(list(data["train"]) + list(data["validation"]), True)),
         input_format,
         args.max_length,
         args.eval_batch_size,
     )
-    result = {
-        "args": asdict(args),
-        "train_loss_last50": sum(losses[-50:]) / max(len(losses[-50:]), 1),
-        "temperature": float(1.0 / kg_model.log_inv_t.exp()),
-        "train_seconds": round(train_seconds, 1),
-        "eval_seconds": round(time.time() - started, 1),
-        "dev_triples": len(dev),
-        "dev": metrics,
-    }
-    output = Path(args.output_dir)
-    output.mkdir(parents=True, exist_ok=True)
-    (output / "metrics.json").write_text(json.dumps(result, indent=2))
-    print(json.dumps(result, indent=2))
+    kg_model = KgContrastiveModel(
+        model,
+        margin=args.margin,
+        temperature=args.temperature,
+        learn_temperature=args.learn_temperature,
+        pre_batch=args.pre_batch,
+        pre_batch_weight=args.pre_batch_weight,
+        batch_size=args.batch_size,
+        self_negatives=args.self_negatives,
+        false_negatives=args.false_negatives,
+    )
+    training_args = TrainingArguments(
+        output_dir=args.output_dir,
+        max_steps=args.max_steps,
+        per_device_train_batch_size=args.batch_size,
+        learning_rate=args.learning_rate,
+        warmup_steps=round(args.warmup_ratio * args.max_steps),
+        weight_decay=args.weight_decay,
+        max_grad_norm=args.max_grad_norm,
+        lr_scheduler_type="linear",
+        logging_steps=args.logging_steps,
+        eval_strategy="steps" if args.eval_steps else "no",
+        eval_steps=args.eval_steps or None,
+        save_strategy="no",
+        report_to="none",
+        remove_unused_columns=False,
+        bf16=args.bf16,
+        use_cpu=not _has_accelerator(),
+        seed=args.seed,
+        disable_tqdm=True,
+    )
+    _check_world_size(training_args)
+    collator = KgCollator(tokenizer, input_format, entity_index, args.max_length, known_answers(train_rows))
+    with _undone_on_failure(Path(args.output_dir), training_args.should_save):
+        trainer = KgTrainer(
+            model=kg_model,
+            args=training_args,
+            train_dataset=train_rows,
+            eval_dataset=evaluation.queries,  # ranked by `KgTrainer.evaluate`, not batched through the collator
+            data_collator=collator,
+            processing_class=tokenizer,
+            kg_evaluation=evaluation,
+        )
+        started = time.time()
+        train_output = trainer.train()
+        train_seconds = time.time() - started
+        started = time.time()
+        metrics = {
+            k.removeprefix("validation_"): v for k, v in trainer.evaluate(metric_key_prefix="validation").items()
+        }
+        non_finite = [k for k, v in metrics.items() if not math.isfinite(v)]
+        if non_finite or not math.isfinite(train_output.training_loss):
+            raise NonFiniteLossError(f"training loss or dev metrics {non_finite} are not finite; nothing was written.")
+        dev_metrics = {k: v for k, v in metrics.items() if k != "runtime"}
+        result = {
+            "args": asdict(args),
+            "train_loss": train_output.training_loss,
+            "train_steps": trainer.state.global_step,
+            "train_rows": len(train_rows),
+            "temperature": float(1.0 / kg_model.log_inv_t.detach().exp()),
+            "train_seconds": round(train_seconds, 1),
+            "eval_seconds": round(time.time() - started, 1),
+            "dev_triples": len(dev),
+            "dev": dev_metrics,
+            "log_history": trainer.state.log_history,
+            "environment": _environment(training_args),
+        }
+        if trainer.is_world_process_zero():
+            output_dir = Path(args.output_dir)
+            if args.export:
+                from ..hub_cards import export_model
+
+                ranking = {k: dev_metrics[k] for k in ("mrr", "hits@1", "hits@3", "hits@10")}
+                export_model(
+                    kg_model.model,
+                    tokenizer,
+                    output_dir / "export",
+                    eval_results=[{"dataset": "wn18rr", "split": "validation", "metrics": ranking}],
+                    base_model=args.backbone,
+                    overwrite=True,
+                )
+                result["export_dir"] = str(output_dir / "export")
+            write_text_atomic(output_dir / "metrics.json", json.dumps(result, indent=2, default=str))
+            print(json.dumps({k: result[k] for k in ("dev", "train_loss", "temperature", "train_seconds")}, indent=2))
     return result
+
+
+def parse_args(argv: "list[str] | None" = None) -> KgArguments:
+    """`KgArguments` of `argv` (default `sys.argv[1:]`)."""
+    (args,) = HfArgumentParser(KgArguments, prog="python -m pairzoo.train_kg").parse_args_into_dataclasses(
+        args=sys.argv[1:] if argv is None else argv
+    )
+    return args
 
 
 def main(argv: "list[str] | None" = None) -> dict:
     """Parse `argv` into `KgArguments` and run."""
-    (args,) = HfArgumentParser(KgArguments).parse_args_into_dataclasses(args=sys.argv[1:] if argv is None else argv)
-    return run_kg(args)
+    return run_kg(parse_args(argv))
 
 
 __all__ = [
     "KgArguments",
     "KgCollator",
     "KgContrastiveModel",
+    "KgEvaluation",
+    "KgOutput",
+    "KgTrainer",
     "encode_entities",
     "evaluate_kg",
+    "is_known",
     "kg_examples",
     "known_answers",
     "main",
+    "parse_args",
     "run_kg",
 ]

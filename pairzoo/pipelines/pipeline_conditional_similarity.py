@@ -301,7 +301,7 @@ class ScoringPipeline(Pipeline):
             raise ValueError(f"unexpected positional arguments {list(args)}; pass options by name (`max_length=`).")
         if isinstance(inputs, (list, tuple)) and not inputs:
             raise ValueError("`inputs` is an empty list: give a dict or a non-empty list of dicts.")
-        batch_size = kwargs.get("batch_size") or self._batch_size or 1
+        batch_size = next((b for b in (kwargs.get("batch_size"), self._batch_size) if b is not None), 1)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"`batch_size` must be a positive integer, got {batch_size!r}.")
         if not isinstance(inputs, (list, tuple)) or batch_size == 1:

@@ -13,7 +13,7 @@ from pairzoo.hub_cards import export_model, push, verify_export
 from pairzoo.hub_cards.codegen import remote_code_files
 from pairzoo.registry import get_model_spec
 
-ALLOWED_IMPORT_ROOTS = {"torch", "transformers", "math", "typing", "dataclasses", "collections", "sys", "__future__"}
+ALLOWED_IMPORT_ROOTS = {"torch", "transformers", "math", "typing", "dataclasses", "collections", "__future__"}
 
 RESULTS = [
     {"dataset": "synthetic", "split": "validation", "metrics": {"validation_spearman": 81.25, "validation_loss": 0.1}}

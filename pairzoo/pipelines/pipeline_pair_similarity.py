@@ -6,8 +6,6 @@ alone) and `prompt` (neighbor attention's label-word prompt with a [MASK], built
 of the model's own modeling module). Hub exports ship this file next to `pipeline_conditional_similarity.py`.
 """
 
-import sys
-
 import torch
 
 from .pipeline_conditional_similarity import (
@@ -30,7 +28,8 @@ def encode_prompt_inputs(
     (`encode_neighbor_attention_inputs` and `resolve_label_words` of the module that defines its class), so an export
     uses its own copy and this file needs no import of a modeling file.
     """
-    module = sys.modules[type(model).__module__]
+    # The module that defined the model's class (already imported; the builtin keeps exported code import-free).
+    module = __import__(type(model).__module__, fromlist=["encode_neighbor_attention_inputs"])
     config = model.config
     return module.encode_neighbor_attention_inputs(
         tokenizer,

@@ -1,7 +1,8 @@
 """pairzoo: a Hugging Face model zoo of sentence-matching and conditional-similarity methods.
 
-Importing pairzoo registers every model of `pairzoo.zoo` in the registry and with `AutoConfig` / `AutoModel` (or the
-matching `AutoModelFor...`), and the `conditional-similarity` pipeline with `transformers.pipeline`. Every config and
+Importing pairzoo registers every model of `pairzoo.zoo` in the registry and with `AutoConfig` and the Auto classes
+of its exports (`ModelSpec.auto_classes`), and the `conditional-similarity` and `pair-similarity` pipelines with
+`transformers.pipeline`. Every config and
 model class is also reachable as `pairzoo.<ClassName>`.
 """
 
@@ -10,7 +11,7 @@ from transformers.pipelines import PIPELINE_REGISTRY
 
 from . import configuration, modeling
 from .backbones import DEFAULT_BACKBONE, list_backbones, load_tokenizer
-from .pipelines import ConditionalSimilarityPipeline, encode_conditional_inputs
+from .pipelines import PIPELINES, ConditionalSimilarityPipeline, PairSimilarityPipeline, encode_conditional_inputs
 from .registry import ModelSpec, create_model, get_model_spec, list_models, register_model
 from .zoo import MODEL_SPECS
 
@@ -21,10 +22,12 @@ def _register_with_transformers() -> None:
     for spec in MODEL_SPECS:
         register_model(spec)
         transformers.AutoConfig.register(spec.config_class.model_type, spec.config_class, exist_ok=True)
-        getattr(transformers, spec.auto_class).register(spec.config_class, spec.model_class, exist_ok=True)
-    PIPELINE_REGISTRY.register_pipeline(
-        "conditional-similarity", pipeline_class=ConditionalSimilarityPipeline, pt_model=transformers.AutoModel
-    )
+        for auto_class, model_class in spec.auto_classes.items():
+            getattr(transformers, auto_class).register(spec.config_class, model_class, exist_ok=True)
+    for task, (pipeline_class, auto_class) in PIPELINES.items():
+        PIPELINE_REGISTRY.register_pipeline(
+            task, pipeline_class=pipeline_class, pt_model=getattr(transformers, auto_class)
+        )
 
 
 _register_with_transformers()
@@ -42,6 +45,7 @@ __all__ = [
     "DEFAULT_BACKBONE",
     "ConditionalSimilarityPipeline",
     "ModelSpec",
+    "PairSimilarityPipeline",
     "create_model",
     "encode_conditional_inputs",
     "get_model_spec",

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from transformers import AutoConfig, PretrainedConfig, PreTrainedModel
 
 from .backbones import DEFAULT_BACKBONE, TINY_BACKBONES, resolve_backbone, tiny_backbone_config
+from .pipelines import PIPELINES, ConditionalSimilarityPipeline, PairSimilarityPipeline
 
 
 @dataclass(frozen=True)
@@ -22,11 +23,52 @@ class ModelSpec:
     paper: str
     defaults: dict = field(default_factory=dict)
     trains_on: tuple = ()  # task kinds `pairzoo.train` may train it on (pairzoo.training.data); empty: its `task`
+    encoder_class: "type[PreTrainedModel] | None" = None  # the encoder without a head, reachable as `AutoModel`
+
+    def __post_init__(self) -> None:
+        if self.encoder_class is not None and self.auto_class == "AutoModel":
+            raise ValueError(f"{self.name}: `encoder_class` needs `AutoModel` free, but `auto_class` is AutoModel.")
 
     @property
     def training_tasks(self) -> tuple:
         """The task kinds this model trains on: `trains_on`, or its own `task`."""
         return self.trains_on or (self.task,)
+
+    @property
+    def pipeline_tasks(self) -> tuple:
+        """The pipeline tasks of this model's exports, one per kind of task it trains on (`pipeline_task_for`)."""
+        return tuple(dict.fromkeys(pipeline_task_for(task) for task in self.training_tasks))
+
+    @property
+    def auto_classes(self) -> "dict[str, type[PreTrainedModel]]":
+        """Auto class name -> class, for `auto_map` and registration: `auto_class`, the Auto class of each pipeline
+        in `pipeline_tasks` (`AutoModelForSequenceClassification` for pair tasks, which sentence-transformers'
+        `CrossEncoder` loads) and `AutoModel` for `encoder_class`."""
+        classes = {self.auto_class: self.model_class}
+        for task in self.pipeline_tasks:
+            classes.setdefault(PIPELINES[task][1], self.model_class)
+        if self.encoder_class is not None:
+            classes["AutoModel"] = self.encoder_class
+        return classes
+
+    def entry_points(self, task: "str | None" = None) -> "tuple[str, str]":
+        """`(auto class, pipeline task)` a user loads and scores an export with when the model was trained on task
+        kind `task` (default: the model's `task`); the model card names these. A task the model does not train on
+        is a ValueError naming `task`."""
+        task = self.task if task is None else task
+        if task not in self.training_tasks:
+            raise ValueError(f"`task` {task!r} is not one {self.name} trains on; known: {list(self.training_tasks)}.")
+        pipeline_task = pipeline_task_for(task)
+        auto_class = self.auto_class if pipeline_task == pipeline_task_for(self.task) else PIPELINES[pipeline_task][1]
+        return auto_class, pipeline_task
+
+
+def pipeline_task_for(task: str) -> str:
+    """The pipeline task that scores a model trained on task kind `task` (pairzoo.training.data): conditional kinds
+    take a condition (`conditional-similarity`), pair kinds a plain sentence pair (`pair-similarity`)."""
+    if task.startswith("conditional"):
+        return ConditionalSimilarityPipeline.task_name
+    return PairSimilarityPipeline.task_name
 
 
 _MODELS: dict[str, ModelSpec] = {}

@@ -1,7 +1,5 @@
 """The models of the zoo: one `ModelSpec` per registry name, in the order `list_models()` documents them."""
 
-import transformers
-
 from .configuration import (
     ComateformerConfig,
     CrossEncoderConfig,
@@ -81,6 +79,7 @@ MODEL_SPECS.append(
         config_class=ComateformerConfig,
         model_class=ComateformerForSequenceClassification,
         auto_class="AutoModelForSequenceClassification",
+        encoder_class=ComateformerModel,
         pipeline_tag="text-classification",
         task="pair-classification",
         trains_on=("pair-regression", "pair-classification"),
@@ -126,6 +125,3 @@ MODEL_SPECS.append(
         paper="Learning expressive sentence representations via neighbor attention (issue 7's seed paper)",
     )
 )
-
-# The Comateformer encoder alone is reachable as AutoModel (pairzoo/__init__.py registers each spec's auto_class).
-transformers.AutoModel.register(ComateformerConfig, ComateformerModel, exist_ok=True)

@@ -40,6 +40,13 @@ def _csr_scorer(c: Ctx):
     )
 
 
+PAIR = {"text": "A man is walking.", "text_pair": "A man walks in the park."}
+
+
+def _pair_scorer(c: Ctx):
+    return pipeline("pair-similarity", model=c.model, tokenizer=c.tokenizer)
+
+
 def _export_with(results: object) -> Callable[[Ctx], Callable[[], object]]:
     """The bad call `export_model(..., eval_results=results)` into a new folder."""
     return _call(lambda c: export_model(c.model, c.tokenizer, c.tmp / "out", eval_results=results))
@@ -114,6 +121,30 @@ CASES = [
     Case("proc-direction-marks",
          _call(lambda c: encode_conditional_inputs(c.tokenizer, "\u200e\u202a\u202c", "b", "c")),
          ValueError, r"`sentence1`\[0\] is empty"),
+    # ---------------------------------------------------------------- the pair-similarity pipeline (issue 24)
+    Case("pair-missing-text-pair", _call(lambda c: _pair_scorer(c)({"text": "A man walks."})), ValueError,
+         "Input is missing `text_pair`"),
+    Case("pair-with-a-condition", _call(lambda c: _pair_scorer(c)({**PAIR, "condition": "The speed."})),
+         ValueError, r"unknown fields \['condition'\]; expected `text`, `text_pair`"),
+    Case("pair-conditional-keys", _call(lambda c: _pair_scorer(c)({"sentence1": "a", "sentence2": "b"})),
+         ValueError, "Input is missing `text`"),
+    Case("pair-list-in-one-dict", _call(lambda c: _pair_scorer(c)({**PAIR, "text_pair": ["a", "b"]})), ValueError,
+         "`text_pair` must be a string, got list"),
+    Case("pair-invisible-text-pair", _call(lambda c: _pair_scorer(c)({**PAIR, "text_pair": "\u200b\u2060"})),
+         ValueError, r"`text_pair`\[0\] is empty: it has no visible character"),
+    Case("pair-a-string", _call(lambda c: _pair_scorer(c)("A man walks.")), ValueError,
+         "pair-similarity inputs must be dicts with `text`, `text_pair`"),
+    Case("pair-batch-size-zero", _call(lambda c: _pair_scorer(c)([PAIR, PAIR], batch_size=0)), ValueError,
+         "`batch_size` must be a positive integer, got 0"),
+    Case("pipe-batch-size-text", _call(lambda c: c.scorer([OK, OK], batch_size="8")), ValueError,
+         "`batch_size` must be a positive integer, got '8'"),
+    Case("export-task-misspelt",
+         _call(lambda c: export_model(c.model, c.tokenizer, c.tmp / "out", task="pair-regresion")),
+         ValueError, "`task` 'pair-regresion' is not one cross-encoder trains on; known: .*'pair-regression'"),
+    Case("export-seaver-on-a-pair-task",
+         _call(lambda c: export_model(create_model("seaver", backbone="tiny-bert"), c.tokenizer, c.tmp / "out",
+                                      task="pair-regression")),
+         ValueError, "`task` 'pair-regression' is not one seaver trains on"),
     # ---------------------------------------------------------------- export eval_results (item 13)
     Case("export-eval-results-without-metrics", _export_with([{"dataset": "x"}]), ValueError,
          r"`eval_results`\[0\] has keys \['dataset'\]: missing \['split', 'metrics'\]"),

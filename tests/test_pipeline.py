@@ -99,3 +99,27 @@ def test_pipeline_rejects_bad_inputs(tokenizer):
         scorer({"sentence1": "a", "sentence2": "b"})
     with pytest.raises(ValueError, match="must be dicts"):
         scorer("just a string")
+
+
+PAIR_MODELS = {
+    "cross-encoder": {},
+    "comateformer": {"combined_layers": [0, 1], "combined_head_fraction": [0.5, 0.3]},
+    "siamese-matcher": {"hidden_size": 64, "max_sequence_length": 32, "sfa_reductions": [2, 2]},
+    "neighbor-attention": {"neighbor_layers": [0], "num_candidates": 20, "num_neighbors": 4, "num_labels": 3},
+}
+
+
+@pytest.mark.parametrize("name", sorted(PAIR_MODELS))
+def test_pair_pipeline_encodes_a_pair_as_the_training_collator_does(tokenizer, name):
+    """The `pair-similarity` pipeline feeds the model the token sequences it was trained on, for every input format
+    (cross `[CLS] s1 SEP s2 SEP`, the tokenizer's pair encoding, each sentence alone, neighbor attention's prompt)."""
+    from pairzoo.training.collators import make_collator
+
+    model = create_model(name, backbone="tiny-bert", **PAIR_MODELS[name]).eval()
+    scorer = pipeline("pair-similarity", model=model, tokenizer=tokenizer)
+    row = {"sentence1": "Two women are walking in a park.", "sentence2": "A man runs."}
+    trained = make_collator(model, tokenizer, max_length=64)([row])
+    served = scorer.preprocess({"text": row["sentence1"], "text_pair": row["sentence2"]}, max_length=64)
+    assert served.keys() == trained.keys(), name
+    for key in trained:
+        assert torch.equal(served[key], trained[key]), (name, key)

@@ -27,10 +27,8 @@ from safetensors.torch import load_file
 from pairzoo import create_model, fileio, get_model_spec, list_models, load_tokenizer
 from pairzoo.fileio import write_text_atomic
 from pairzoo.hub_cards import export as export_module
-from pairzoo.hub_cards.codegen import remote_code_files
-from pairzoo.hub_cards.export import PICKLE_SUFFIXES, export_model, load_export, verify_export
+from pairzoo.hub_cards.export import PICKLE_SUFFIXES, export_code_files, export_model, load_export, verify_export
 from pairzoo.modeling import CrossEncoderForConditionalSimilarity
-from pairzoo.pipelines.pipeline_conditional_similarity import ConditionalSimilarityPipeline
 from pairzoo.training.cli import NonFiniteLossError, complete_checkpoints, main, resolve_resume_checkpoint
 
 REPO = Path(__file__).resolve().parents[1]
@@ -186,9 +184,7 @@ def _imports(source: str) -> "list[tuple[str, int]]":
 
 def _exported_code(name: str) -> dict[str, str]:
     """`{file name: source}` of every `.py` file `export_model` writes for model `name` (the same generator)."""
-    spec = get_model_spec(name)
-    pipeline_class = ConditionalSimilarityPipeline if spec.task.startswith("conditional") else None
-    return remote_code_files(spec.config_class, spec.model_class, pipeline_class)
+    return export_code_files(get_model_spec(name))
 
 
 @pytest.mark.parametrize("name", list_models())

@@ -46,6 +46,7 @@ _EXTRA_TRANSFORMERS_KEYS = (
     "per_layer_config",
     "auto_map",
     "custom_pipelines",
+    "sentence_transformers",  # sentence-transformers' settings (its CrossEncoder reads `activation_fn` here)
     "use_cache",
     "pad_token_id",
     "bos_token_id",

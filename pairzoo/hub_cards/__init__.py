@@ -5,6 +5,7 @@ from .export import (
     load_export,
     render_model_card,
     run_without_pairzoo,
+    score_exports_in_fresh_process,
     score_in_fresh_process,
     verify_export,
 )
@@ -16,6 +17,7 @@ __all__ = [
     "push",
     "render_model_card",
     "run_without_pairzoo",
+    "score_exports_in_fresh_process",
     "score_in_fresh_process",
     "verify_export",
 ]

@@ -81,9 +81,19 @@ def inline_module(path: Path, sibling_renames: dict[str, str]) -> str:
     return code
 
 
-def remote_code_files(config_class: type, model_class: type, pipeline_class: "type | None" = None) -> dict[str, str]:
+def _sibling_modules(path: Path) -> list[str]:
+    """Names of the modules of `path`'s own package it imports (`from .name import ...`), shared modules excepted."""
+    tree = ast.parse(path.read_text())
+    return [
+        node.module
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module and node.module != "common"
+    ]
+
+
+def remote_code_files(config_class: type, model_class: type, *pipeline_classes: "type | None") -> dict[str, str]:
     """`{filename: source}` of the configuration and modeling files a Hub export of this model needs, and of the
-    custom pipeline's file when `pipeline_class` is given."""
+    files of `pipeline_classes` (None entries are skipped) with the sibling pipeline modules they import."""
     config_path = Path(inspect.getsourcefile(config_class))
     model_path = Path(inspect.getsourcefile(model_class))
     config_module = config_path.stem
@@ -92,7 +102,12 @@ def remote_code_files(config_class: type, model_class: type, pipeline_class: "ty
         config_path.name: inline_module(config_path, {}),
         model_path.name: inline_module(model_path, renames),
     }
-    if pipeline_class is not None:
-        pipeline_path = Path(inspect.getsourcefile(pipeline_class))
-        files[pipeline_path.name] = inline_module(pipeline_path, {})
+    pending = [Path(inspect.getsourcefile(c)) for c in pipeline_classes if c is not None]
+    while pending:
+        path = pending.pop(0)
+        if path.name in files:
+            continue
+        siblings = _sibling_modules(path)
+        files[path.name] = inline_module(path, {f".{name}": name for name in siblings})
+        pending += [path.with_name(f"{name}.py") for name in siblings]
     return files

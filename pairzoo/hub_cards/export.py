@@ -23,13 +23,15 @@ from transformers import PreTrainedModel
 
 from ..fileio import give_plain_modes, make_temporary_folder, temporary_sibling
 from ..modeling.common import non_finite_tensors
-from ..pipelines.pipeline_conditional_similarity import ConditionalSimilarityPipeline
-from ..registry import spec_for_model
+from ..pipelines import PIPELINES, ConditionalSimilarityPipeline
+from ..registry import ModelSpec, spec_for_model
 from .codegen import remote_code_files
 
 WEIGHTS_FILE = "model.safetensors"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
-PIPELINE_TASK = "conditional-similarity"
+# sentence-transformers' `CrossEncoder` applies this to `logits`: they are already the prediction (on [0, 1] for
+# regression, see `similarity_loss_and_scores`; class scores for classification), so no sigmoid on top.
+CROSS_ENCODER_ACTIVATION = "torch.nn.modules.linear.Identity"
 _METRIC_TYPES = {"spearman": "spearmanr", "pearson": "pearsonr", "mse": "mse", "accuracy": "accuracy", "f1": "f1"}
 _DATASET_TYPES = {"synthetic": "pairzoo/synthetic-conditional-similarity", "csts": "princeton-nlp/c-sts"}
 _EXAMPLE = {
@@ -37,6 +39,7 @@ _EXAMPLE = {
     "sentence2": "Two men in blue coats are running on a beach.",
     "condition": "The number of people.",
 }
+_PAIR_EXAMPLE = {"text": _EXAMPLE["sentence1"], "text_pair": _EXAMPLE["sentence2"]}
 
 
 _EVAL_RESULT_KEYS = ("dataset", "split", "metrics")
@@ -86,9 +89,18 @@ def _model_index(name: str, task_type: str, eval_results: list[dict]) -> list[di
     return [{"name": name, "results": results}]
 
 
-def render_model_card(model: PreTrainedModel, eval_results: "list[dict] | None", base_model: str, repo_id: str) -> str:
-    """The README.md of an export: YAML metadata (with `model-index`) and a usage snippet, from the template."""
+def render_model_card(
+    model: PreTrainedModel,
+    eval_results: "list[dict] | None",
+    base_model: str,
+    repo_id: str,
+    task: "str | None" = None,
+) -> str:
+    """The README.md of an export: YAML metadata (with `model-index`) and a usage snippet, from the template.
+    `task` is the task kind the model was trained on (default: its registry `task`); it picks the snippet's Auto
+    class and pipeline (`ModelSpec.entry_points`)."""
     spec = spec_for_model(model)
+    auto_class, pipeline_task = spec.entry_points(task)
     config, backbone = model.config, model.config.backbone_config
     eval_results = [
         {**r, "metrics": {k: v for k, v in r["metrics"].items() if k.split("_", 1)[-1] in _METRIC_TYPES}}
@@ -133,8 +145,9 @@ def render_model_card(model: PreTrainedModel, eval_results: "list[dict] | None",
         label_max=getattr(config, "label_max", None),
         num_parameters=model.num_parameters(),
         repo_id=repo_id,
-        pipeline_task=PIPELINE_TASK if spec.task.startswith("conditional") else None,
-        example=_EXAMPLE,
+        auto_class=auto_class,
+        pipeline_task=pipeline_task,
+        example=_EXAMPLE if pipeline_task == ConditionalSimilarityPipeline.task_name else _PAIR_EXAMPLE,
         results=eval_results,
         method_config=json.dumps(method_config, indent=2, default=str),
         notes=notes,
@@ -149,9 +162,23 @@ def export_model(
     base_model: str = "minilm",
     repo_id: str = "pairzoo/model",
     overwrite: bool = False,
+    task: "str | None" = None,
 ) -> Path:
-    """Write the Hub folder of `model`: config.json (with `auto_map`), model.safetensors, tokenizer files, the
-    generated configuration/modeling (and pipeline) code and a README.md model card.
+    """Write the Hub folder of `model`: config.json (with `auto_map` and `custom_pipelines`), model.safetensors,
+    tokenizer files, the generated configuration, modeling and pipeline code and a README.md model card.
+
+    Every family runs from the folder alone (`trust_remote_code=True`, no pairzoo): `auto_map` holds each of
+    `ModelSpec.auto_classes` and `custom_pipelines` the pipeline of each kind of task the model trains on
+    (`conditional-similarity`, `pair-similarity`), whose input encoding is in the shipped code. `task` is the task
+    kind the model was trained on (default: its registry `task`; one of `ModelSpec.training_tasks`, else a
+    ValueError before anything is written): the card names the Auto class and pipeline for it
+    (`ModelSpec.entry_points`).
+    A model with an `AutoModelForSequenceClassification` entry also loads in sentence-transformers'
+    `CrossEncoder(folder, trust_remote_code=True)`, whose `predict` returns `logits` (config `sentence_transformers`:
+    no activation): regression on [0, 1] (`label_min` -> 0, `label_max` -> 1; the pipelines give the label scale).
+    For `input_format = "cross"` models the tokenizer is saved without `token_type_ids` among its model inputs, as
+    the model reads none; `CrossEncoder`'s `tokenizer(s1, s2)` then equals pairzoo's `[CLS] s1 SEP s2 SEP` for
+    WordPiece (BERT, MiniLM) tokenizers (RoBERTa's pair encoding has a second `</s>` pairzoo's lacks).
 
     The folder is assembled under a temporary name and renamed into place, so a failure leaves nothing half-written;
     the folder and its files get a plain `mkdir`'s and `open`'s modes (0755/0644 under the usual umask), so other
@@ -163,31 +190,24 @@ def export_model(
     if output_dir.exists() and not overwrite:
         raise FileExistsError(f"export folder {str(output_dir)!r} already exists (pass overwrite=True).")
     spec = spec_for_model(model)
+    spec.entry_points(task)
     check_eval_results(eval_results)
     output_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = make_temporary_folder(output_dir)
     try:
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
-        pipeline_class = ConditionalSimilarityPipeline if spec.task.startswith("conditional") else None
-        code = remote_code_files(spec.config_class, spec.model_class, pipeline_class)
+        code = export_code_files(spec)
         for filename, source in code.items():
             (tmp / filename).write_text(source)
-        config_module, model_module = (Path(f).stem for f in list(code)[:2])
         config = json.loads((tmp / "config.json").read_text())
-        config["auto_map"] = {
-            "AutoConfig": f"{config_module}.{spec.config_class.__name__}",
-            spec.auto_class: f"{model_module}.{spec.model_class.__name__}",
-        }
-        if pipeline_class is not None:
-            config["custom_pipelines"] = {
-                PIPELINE_TASK: {
-                    "impl": f"{Path(inspect.getsourcefile(pipeline_class)).stem}.{pipeline_class.__name__}",
-                    "pt": [spec.auto_class],
-                }
-            }
+        config.update(export_config_entries(spec))
         (tmp / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
-        (tmp / "README.md").write_text(render_model_card(model, eval_results, base_model, repo_id))
+        if getattr(model, "input_format", "cross") == "cross":
+            tokenizer_config = json.loads((tmp / "tokenizer_config.json").read_text())
+            tokenizer_config["model_input_names"] = ["input_ids", "attention_mask"]
+            (tmp / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2, sort_keys=True) + "\n")
+        (tmp / "README.md").write_text(render_model_card(model, eval_results, base_model, repo_id, task))
         pickles = _pickle_files(tmp)
         if pickles:
             raise ValueError(f"export must hold safetensors only, found pickle files {pickles}.")
@@ -197,6 +217,35 @@ def export_model(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return output_dir
+
+
+def _pipeline_classes(spec: ModelSpec) -> list[type]:
+    return [PIPELINES[task][0] for task in spec.pipeline_tasks]
+
+
+def export_code_files(spec: ModelSpec) -> dict[str, str]:
+    """`{filename: source}` of every Python file an export of `spec`'s model holds: its configuration and modeling
+    code and the pipelines of `spec.pipeline_tasks`, generated by `remote_code_files`."""
+    return remote_code_files(spec.config_class, spec.model_class, *_pipeline_classes(spec))
+
+
+def _module_name(cls: type) -> str:
+    return Path(inspect.getsourcefile(cls)).stem
+
+
+def export_config_entries(spec: ModelSpec) -> dict:
+    """What an export adds to config.json: `auto_map` (AutoConfig and `spec.auto_classes`), `custom_pipelines`
+    (`spec.pipeline_tasks`) and, with a sequence-classification entry, sentence-transformers' activation."""
+    auto_map = {"AutoConfig": f"{_module_name(spec.config_class)}.{spec.config_class.__name__}"}
+    auto_map.update({name: f"{_module_name(cls)}.{cls.__name__}" for name, cls in spec.auto_classes.items()})
+    pipelines = {
+        task: {"impl": f"{_module_name(cls)}.{cls.__name__}", "pt": [PIPELINES[task][1]]}
+        for task, cls in zip(spec.pipeline_tasks, _pipeline_classes(spec))
+    }
+    entries = {"auto_map": auto_map, "custom_pipelines": pipelines}
+    if "AutoModelForSequenceClassification" in auto_map:
+        entries["sentence_transformers"] = {"activation_fn": CROSS_ENCODER_ACTIVATION}
+    return entries
 
 
 def _pickle_files(folder: Path) -> list[str]:
@@ -318,15 +367,23 @@ sys.meta_path.insert(0, _BlockPairzoo())
 
 _SCORE_SCRIPT = r"""
 import json, sys
+import transformers
 from transformers import pipeline
 
-folder, examples = sys.argv[1], json.loads(sys.argv[2])
-safe = {"use_safetensors": True}
-scorer = pipeline("conditional-similarity", model=folder, trust_remote_code=True, device="cpu", model_kwargs=safe)
-out = scorer(examples)
-model = scorer.model
+results = []
+for job in json.loads(sys.argv[1]):
+    safe = {"use_safetensors": True}
+    loaded = {}
+    for auto_class in job["auto_classes"]:
+        model = getattr(transformers, auto_class).from_pretrained(job["folder"], trust_remote_code=True, **safe)
+        loaded[auto_class] = type(model).__module__ + "." + type(model).__name__
+    task = job["pipeline_task"]
+    scorer = pipeline(task, model=job["folder"], trust_remote_code=True, device="cpu", model_kwargs=safe)
+    out = scorer(job["examples"])
+    name = lambda obj: type(obj).__module__ + "." + type(obj).__name__
+    results.append({"class": name(scorer.model), "pipeline": name(scorer), "auto_classes": loaded, "outputs": out})
 assert "pairzoo" not in sys.modules
-print("PAIRZOO_RESULT " + json.dumps({"class": type(model).__module__ + "." + type(model).__name__, "outputs": out}))
+print("PAIRZOO_RESULT " + json.dumps(results))
 """
 
 
@@ -345,11 +402,31 @@ def run_without_pairzoo(script: str, args: "list[str]", timeout: float = 300) ->
     )
 
 
-def score_in_fresh_process(folder: "str | os.PathLike", examples: list[dict], timeout: float = 300) -> dict:
-    """Load an export in a new Python process in which `pairzoo` cannot be imported, offline, and score `examples`
-    through `pipeline("conditional-similarity", trust_remote_code=True)`; returns the model class and outputs."""
-    proc = run_without_pairzoo(_SCORE_SCRIPT, [str(Path(folder).resolve()), json.dumps(examples)], timeout)
+def score_exports_in_fresh_process(jobs: "list[dict]", timeout: float = 300) -> "list[dict]":
+    """Load several exports in one new Python process in which `pairzoo` cannot be imported, offline.
+
+    Each job is `{"folder", "examples", "pipeline_task", "auto_classes"}`: the folder is loaded with each Auto class
+    named (`trust_remote_code=True`), then `examples` are scored through `pipeline(pipeline_task, model=folder,
+    trust_remote_code=True)`. Returns per job `{"class", "pipeline", "auto_classes": {name: loaded class},
+    "outputs"}` (classes as `module.Name`).
+    """
+    jobs = [{**job, "folder": str(Path(job["folder"]).resolve())} for job in jobs]
+    proc = run_without_pairzoo(_SCORE_SCRIPT, [json.dumps(jobs)], timeout)
     for line in proc.stdout.splitlines():
         if line.startswith("PAIRZOO_RESULT "):
             return json.loads(line[len("PAIRZOO_RESULT ") :])
-    raise RuntimeError(f"loading {folder} in a fresh process failed:\n{proc.stderr[-4000:]}")
+    folders = ", ".join(job["folder"] for job in jobs)
+    raise RuntimeError(f"loading {folders} in a fresh process failed:\n{proc.stderr[-4000:]}")
+
+
+def score_in_fresh_process(
+    folder: "str | os.PathLike",
+    examples: list[dict],
+    timeout: float = 300,
+    pipeline_task: str = ConditionalSimilarityPipeline.task_name,
+) -> dict:
+    """Load an export in a new Python process in which `pairzoo` cannot be imported, offline, and score `examples`
+    through `pipeline(pipeline_task, trust_remote_code=True)`; returns the model class and outputs."""
+    job = {"folder": folder, "examples": examples, "pipeline_task": pipeline_task, "auto_classes": []}
+    result = score_exports_in_fresh_process([job], timeout)[0]
+    return {"class": result["class"], "outputs": result["outputs"]}

@@ -229,16 +229,61 @@ def encode_bi_inputs(
     return encoded
 
 
+def encode_pair_inputs(
+    tokenizer, sentence1: "str | list[str]", sentence2: "str | list[str]", max_length: "int | None" = None
+) -> "dict[str, torch.Tensor]":
+    """Encode a plain sentence pair with the tokenizer's own pair encoding (token types included), truncated longest
+    first to `max_length` and padded to the longest example: the input of `input_format = "pair"` models."""
+    sentence1, sentence2, _ = _validate_fields(sentence1, sentence2, None)
+    if sentence2 is None:
+        raise ValueError("`sentence2` is required for sentence-pair inputs.")
+    max_length = _resolve_max_length(tokenizer, max_length)
+    return dict(
+        tokenizer(sentence1, sentence2, truncation=True, max_length=max_length, padding=True, return_tensors="pt")
+    )
+
+
 _INPUT_ENCODERS = {"cross": encode_conditional_inputs, "tri": encode_tri_inputs, "bi": encode_bi_inputs}
 # Models that embed each sentence on its own and score the pair by comparing the embeddings: no score without both.
 _NEEDS_SENTENCE2 = ("tri", "bi")
 
 
-class ConditionalSimilarityPipeline(Pipeline):
-    """`pipeline("conditional-similarity")`: dicts with `sentence1`, `sentence2`, `condition` -> scores.
+def input_length(example: Any) -> int:
+    """Characters in the texts of one pipeline input (a dict of strings): the sort key of length-sorted batching, a
+    proxy for its token count as in sentence-transformers' `CrossEncoder.predict`. Anything else counts 0 (its error
+    is raised by `preprocess`)."""
+    if not isinstance(example, dict):
+        return 0
+    return sum(len(value) for value in example.values() if isinstance(value, str))
 
-    Regression models return `{"score": s}` on the label scale (1-5 for C-STS); classification models return
-    `{"label": name, "score": probability}`.
+
+def check_input_fields(inputs: Any, required: "tuple[str, ...]", optional: "tuple[str, ...]", task: str) -> None:
+    """One pipeline input: a dict holding the `required` fields, optionally the `optional` ones, each a string;
+    anything else is a `ValueError` naming the field."""
+    expected = ", ".join(f"`{field}`" for field in required + optional)
+    if not isinstance(inputs, dict):
+        raise ValueError(f"{task} inputs must be dicts with {expected}, got {type(inputs).__name__}.")
+    for field in required:
+        if inputs.get(field) is None:
+            raise ValueError(f"Input is missing `{field}`.")
+    unknown = sorted(str(key) for key in set(inputs) - set(required + optional))
+    if unknown:  # a misspelt optional field would otherwise be dropped, silently
+        raise ValueError(f"Input has unknown fields {unknown}; expected {expected}.")
+    for field in required + optional:
+        value = inputs.get(field)
+        if value is not None and not isinstance(value, str):  # one example per dict; batches are lists of dicts
+            raise ValueError(
+                f"`{field}` must be a string, got {type(value).__name__} (pass a list of dicts for a batch)."
+            )
+
+
+class ScoringPipeline(Pipeline):
+    """What pairzoo's pipelines share: options, the forward pass, label-scale scores or labels, and length-sorted
+    batching. Subclasses define `preprocess` (one input dict to model inputs) and `task_name`.
+
+    With `batch_size` > 1 a list of inputs is sorted by length (`input_length`, longest first) before batching, so
+    each batch pads to similar lengths, and the outputs are returned in the input order (what sentence-transformers'
+    `CrossEncoder.predict` does; pairzoo was 1.22x slower without it, issue 24).
     """
 
     _load_tokenizer = True
@@ -247,41 +292,59 @@ class ConditionalSimilarityPipeline(Pipeline):
     _load_feature_extractor = False
     # Keyword arguments: `max_length` is this pipeline's; transformers' `Pipeline.__call__` takes the other two.
     call_parameters = ("max_length", "batch_size", "num_workers")
+    task_name = ""
 
     def __call__(self, inputs: "dict | list[dict]", *args, **kwargs) -> "dict | list[dict]":
-        """Score one example (a dict) or a list of them; `max_length` (optional) caps each encoded input."""
+        """Score one example (a dict) or a list of them; `max_length` (optional) caps each encoded input,
+        `batch_size` (optional) batches a list, longest inputs first, outputs in the input order."""
         if args:
             raise ValueError(f"unexpected positional arguments {list(args)}; pass options by name (`max_length=`).")
         if isinstance(inputs, (list, tuple)) and not inputs:
             raise ValueError("`inputs` is an empty list: give a dict or a non-empty list of dicts.")
-        return super().__call__(inputs, **kwargs)
+        batch_size = next((b for b in (kwargs.get("batch_size"), self._batch_size) if b is not None), 1)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"`batch_size` must be a positive integer, got {batch_size!r}.")
+        if not isinstance(inputs, (list, tuple)) or batch_size == 1:
+            return super().__call__(inputs, **kwargs)
+        order = sorted(range(len(inputs)), key=lambda i: -input_length(inputs[i]))
+        outputs = super().__call__([inputs[i] for i in order], **kwargs)
+        restored = [None] * len(inputs)
+        for position, index in enumerate(order):
+            restored[index] = outputs[position]
+        return restored
 
     def _sanitize_parameters(self, max_length: "int | None" = None, **kwargs):
         for name in kwargs:  # transformers would drop them silently: a misspelt `max_length` would be ignored
             match = closest_name(name, list(self.call_parameters))
             hint = f"did you mean `{match}`?" if match else f"known: {', '.join(self.call_parameters)}."
-            raise ValueError(f"unknown argument `{name}` for the conditional-similarity pipeline; {hint}")
+            raise ValueError(f"unknown argument `{name}` for the {self.task_name} pipeline; {hint}")
         preprocess = {"max_length": max_length} if max_length is not None else {}
         return preprocess, {}, {}
 
+    def _forward(self, model_inputs: "dict[str, torch.Tensor]") -> "dict[str, torch.Tensor]":
+        outputs = self.model(**model_inputs)
+        return {"logits": outputs.logits, "scores": getattr(outputs, "scores", None)}
+
+    def postprocess(self, model_outputs: "dict[str, torch.Tensor]") -> "dict[str, Any]":
+        if model_outputs.get("scores") is not None:
+            return {"score": float(model_outputs["scores"].reshape(-1)[0])}
+        probabilities = model_outputs["logits"].float().softmax(-1).reshape(-1)
+        best = int(probabilities.argmax())
+        label = self.model.config.id2label.get(best, str(best))
+        return {"label": label, "score": float(probabilities[best])}
+
+
+class ConditionalSimilarityPipeline(ScoringPipeline):
+    """`pipeline("conditional-similarity")`: dicts with `sentence1`, `sentence2`, `condition` -> scores.
+
+    Regression models return `{"score": s}` on the label scale the model was trained on (`config.label_min` to
+    `config.label_max`, 1-5 for C-STS); classification models return `{"label": name, "score": probability}`.
+    """
+
+    task_name = "conditional-similarity"
+
     def preprocess(self, inputs: "dict[str, str]", max_length: "int | None" = None) -> "dict[str, torch.Tensor]":
-        if not isinstance(inputs, dict):
-            raise ValueError(
-                "conditional-similarity inputs must be dicts with `sentence1`, `sentence2` and `condition`, "
-                f"got {type(inputs).__name__}."
-            )
-        for field in ("sentence1", "condition"):
-            if inputs.get(field) is None:
-                raise ValueError(f"Input is missing `{field}`.")
-        unknown = sorted(str(key) for key in set(inputs) - {"sentence1", "sentence2", "condition", "label"})
-        if unknown:  # a misspelt `sentence2` would otherwise be scored as a pair task, silently
-            raise ValueError(f"Input has unknown fields {unknown}; expected `sentence1`, `sentence2`, `condition`.")
-        for field in ("sentence1", "sentence2", "condition"):
-            value = inputs.get(field)
-            if value is not None and not isinstance(value, str):  # one example per dict; batches are lists of dicts
-                raise ValueError(
-                    f"`{field}` must be a string, got {type(value).__name__} (pass a list of dicts for a batch)."
-                )
+        check_input_fields(inputs, ("sentence1", "condition"), ("sentence2", "label"), self.task_name)
         input_format = getattr(self.model, "input_format", "cross")
         if input_format not in _INPUT_ENCODERS:
             raise ValueError(f"no input encoding for input_format {input_format!r}; known: {sorted(_INPUT_ENCODERS)}.")
@@ -297,15 +360,3 @@ class ConditionalSimilarityPipeline(Pipeline):
             inputs["condition"],
             max_length=max_length,
         )
-
-    def _forward(self, model_inputs: "dict[str, torch.Tensor]") -> "dict[str, torch.Tensor]":
-        outputs = self.model(**model_inputs)
-        return {"logits": outputs.logits, "scores": getattr(outputs, "scores", None)}
-
-    def postprocess(self, model_outputs: "dict[str, torch.Tensor]") -> "dict[str, Any]":
-        if model_outputs.get("scores") is not None:
-            return {"score": float(model_outputs["scores"].reshape(-1)[0])}
-        probabilities = model_outputs["logits"].float().softmax(-1).reshape(-1)
-        best = int(probabilities.argmax())
-        label = self.model.config.id2label.get(best, str(best))
-        return {"label": label, "score": float(probabilities[best])}

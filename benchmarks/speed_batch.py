@@ -1,0 +1,87 @@
+"""Batch scoring speed: pairzoo's `pair-similarity` pipeline against sentence-transformers' `CrossEncoder.predict` on
+the same model and pairs (issue 24, item 5).
+
+The STS-B *dev* pairs (validation split; the test split is held out), batch 32, the MiniLM cross-encoder (`minilm`
+backbone, random regression head on 0-5: speed does not depend on the head's values). The model is exported once and
+`CrossEncoder(export, trust_remote_code=True)` loads the same weights, so both score identical token sequences; the
+largest score difference is printed as a check. Both run in this process, interleaved (one untimed warm-up round,
+then `--repeats` rounds calling each in turn), medians; the last line is the pairzoo / sentence-transformers time
+ratio (below 1: pairzoo is faster).
+
+    python benchmarks/speed_batch.py              # all 1,500 dev pairs
+    python benchmarks/speed_batch.py --limit 64   # a quick check
+"""
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH.parent))  # run from a checkout without installing pairzoo
+
+from benchmarks.timing import interleaved, medians  # noqa: E402
+from pairzoo import create_model, load_tokenizer  # noqa: E402
+from pairzoo.hub_cards import export_model  # noqa: E402
+from pairzoo.training.data import load_dataset  # noqa: E402
+
+
+def positive_int(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value!r}")
+    return number
+
+
+def parse_args(argv: "list[str] | None" = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--limit", type=positive_int, default=None, help="Score only the first N dev pairs.")
+    parser.add_argument("--batch_size", type=positive_int, default=32)
+    parser.add_argument("--repeats", type=positive_int, default=3, help="Timed rounds (median).")
+    parser.add_argument("--backbone", default="minilm")
+    parser.add_argument("--data_dir", default=None, help="Folder holding STS-B/ (default: the shared data folder).")
+    return parser.parse_args(argv)
+
+
+def main(argv: "list[str] | None" = None) -> float:
+    """Print both timings and the ratio; returns the pairzoo / sentence-transformers wall-time ratio."""
+    from sentence_transformers import CrossEncoder
+    from transformers import pipeline
+
+    args = parse_args(argv)
+    rows = load_dataset("stsb", data_dir=args.data_dir, split="validation")["validation"]
+    pairs = list(zip(rows["sentence1"], rows["sentence2"]))[: args.limit]
+    torch.manual_seed(0)
+    model = create_model("cross-encoder", backbone=args.backbone, label_min=0.0, label_max=5.0).eval()
+    tokenizer = load_tokenizer(args.backbone)
+    scorer = pipeline("pair-similarity", model=model, tokenizer=tokenizer, device="cpu")
+    inputs = [{"text": a, "text_pair": b} for a, b in pairs]
+    with tempfile.TemporaryDirectory() as tmp:
+        cross_encoder = CrossEncoder(
+            str(export_model(model, tokenizer, Path(tmp) / "export")), trust_remote_code=True, device="cpu"
+        )
+    results = {}
+    calls = {
+        "pairzoo": lambda: results.__setitem__("pairzoo", scorer(inputs, batch_size=args.batch_size)),
+        "sentence-transformers": lambda: results.__setitem__(
+            "sentence-transformers", cross_encoder.predict(pairs, batch_size=args.batch_size)
+        ),
+    }
+    with torch.inference_mode():
+        wall, _ = medians(interleaved(calls, warmup=1, repeats=args.repeats))
+    low, high = model.config.label_min, model.config.label_max
+    ours = torch.tensor([(r["score"] - low) / (high - low) for r in results["pairzoo"]])
+    theirs = torch.as_tensor(results["sentence-transformers"]).float()
+    ratio = wall["pairzoo"] / wall["sentence-transformers"]
+    print(f"{len(pairs)} STS-B dev pairs, batch {args.batch_size}, {args.backbone}, {torch.get_num_threads()} threads")
+    for name, seconds in wall.items():
+        print(f"{name}: {seconds:.3f} s median of {args.repeats} ({len(pairs) / seconds:.1f} pairs/s)")
+    print(f"largest score difference (0-1 scale): {float((ours - theirs).abs().max()):.2e}")
+    print(f"pairzoo / sentence-transformers time ratio: {ratio:.3f}")
+    return ratio
+
+
+if __name__ == "__main__":
+    main()

@@ -520,6 +520,7 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Tra
                     eval_results=[{"dataset": data_args.dataset, "split": "validation", "metrics": metrics}],
                     base_model=model_args.backbone,
                     overwrite=True,
+                    task=task,
                 )
                 result["export_dir"] = str(output_dir / "export")
             write_text_atomic(output_dir / "metrics.json", json.dumps(result, indent=2, default=str))

@@ -13,6 +13,7 @@ from ..modeling.modeling_neighbor_attention import encode_neighbor_attention_inp
 from ..pipelines.pipeline_conditional_similarity import (
     encode_bi_inputs,
     encode_conditional_inputs,
+    encode_pair_inputs,
     encode_tri_inputs,
     validate_texts,
 )
@@ -74,16 +75,7 @@ class SentencePairCollator(ConditionalPairCollator):
 
     def encode(self, rows: list[dict]) -> dict[str, torch.Tensor]:
         texts = {field: validate_texts(field, [r[field] for r in rows]) for field in ("sentence1", "sentence2")}
-        return dict(
-            self.tokenizer(
-                texts["sentence1"],
-                texts["sentence2"],
-                truncation=True,
-                max_length=self.max_length,
-                padding=True,
-                return_tensors="pt",
-            )
-        )
+        return encode_pair_inputs(self.tokenizer, texts["sentence1"], texts["sentence2"], max_length=self.max_length)
 
 
 @dataclass

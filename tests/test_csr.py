@@ -163,6 +163,35 @@ def test_cache_path_equals_direct_forward(backbone, tmp_path):
     assert load_cache(save_cache(cache_c, tmp_path / "c.safetensors")).metadata == cache_c.metadata
 
 
+def test_cache_reads_long_and_left_padded_texts_as_the_forward_does():
+    """Issue 25: the cache used to truncate at 128 tokens (the forward at the tokenizer's limit) and to assume right
+    padding; now a long sentence and a left-padding tokenizer give the forward's embeddings, in the callers' order."""
+    model = _model(router_layers=[1], tri_head="hadamard")
+    tokenizer = load_tokenizer("tiny-bert")
+    long = " ".join(["the red car parked near the old station"] * 40)
+    assert len(tokenizer(long)["input_ids"]) > 150
+    sentences = [S1[0], long, S2[1], S1[2]]
+    condition = COND[0]
+    with torch.no_grad():
+        direct = model(**encode_tri_inputs(tokenizer, sentences, None, [condition] * len(sentences))).embeddings
+    tokenizer.padding_side = "left"
+    cache_s = model.encode_sentences(sentences, tokenizer, batch_size=3)
+    cache_c = model.encode_conditions([condition], tokenizer)
+    assert cache_s.attention_mask.sum(1).tolist() == [len(tokenizer(t)["input_ids"]) for t in sentences]
+    torch.testing.assert_close(model.embed(cache_s, cache_c)[:, 0], direct, atol=1e-5, rtol=0)
+    with torch.no_grad():  # the forward's own encoding pads on the right whatever the tokenizer's side
+        left = model(**encode_tri_inputs(tokenizer, sentences, None, [condition] * len(sentences))).embeddings
+    torch.testing.assert_close(left, direct, atol=1e-5, rtol=0)
+    flipped = type(cache_s)(cache_s.hidden_states, cache_s.attention_mask.flip(1), cache_s.metadata)
+    with pytest.raises(ValueError, match="not right-padded"):
+        model.embed(flipped, cache_c)
+    for bad in (0, True, 10_000):
+        with pytest.raises(ValueError, match="max_length|batch_size"):
+            model.encode_sentences(sentences, tokenizer, max_length=bad)
+    with pytest.raises(ValueError, match="batch_size"):
+        model.encode_conditions([condition], tokenizer, batch_size=0)
+
+
 def test_cache_bad_input_is_rejected(tmp_path):
     tokenizer = load_tokenizer("tiny-bert")
     model = _model(router_layers=[1])

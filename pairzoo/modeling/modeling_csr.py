@@ -496,44 +496,80 @@ class CsrModel(PairzooPreTrainedModel):
                 raise ValueError(f"`{field}`[{i}] must be a non-empty string, got {text!r}.")
         return texts
 
+    def _length_sorted_batches(
+        self, texts: "list[str]", tokenizer, max_length: "int | None", batch_size: int
+    ) -> "tuple[list[int], list[dict]]":
+        """Tokenise `texts` in batches of similar length (longest first, as sentence-transformers does, so batches pad
+        less) with right padding whatever the tokenizer's `padding_side` (the cache and the router read valid tokens
+        as a prefix). `max_length=None` is the limit the forward path uses: the tokenizer's, capped by the position
+        embeddings, so cached and uncached embeddings agree for long texts. Returns the order and the batches."""
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"`batch_size` must be a positive integer, got {batch_size!r}.")
+        limit = self.config.backbone_config.max_position_embeddings
+        if max_length is None:
+            max_length = min(int(tokenizer.model_max_length), limit)
+        elif isinstance(max_length, bool) or not isinstance(max_length, int) or not 1 <= max_length <= limit:
+            raise ValueError(f"`max_length` must be an integer in [1, {limit}] or None, got {max_length!r}.")
+        lengths = [len(ids) for ids in tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]]
+        order = sorted(range(len(texts)), key=lambda i: -lengths[i])
+        batches = [
+            tokenizer(
+                [texts[i] for i in order[start : start + batch_size]],
+                truncation=True,
+                max_length=max_length,
+                padding=True,
+                padding_side="right",
+                return_tensors="pt",
+            )
+            for start in range(0, len(texts), batch_size)
+        ]
+        return order, batches
+
+    @staticmethod
+    def _restore_order(order: "list[int]", values: torch.Tensor) -> torch.Tensor:
+        """Rows of `values` (in `order`) back in the callers' order."""
+        inverse = torch.empty(len(order), dtype=torch.long)
+        inverse[torch.tensor(order)] = torch.arange(len(order))
+        return values[inverse.to(values.device)]
+
     @torch.no_grad()
     def encode_conditions(
-        self, texts: "list[str]", tokenizer, max_length: int = 128, batch_size: int = 64
+        self, texts: "list[str]", tokenizer, max_length: "int | None" = None, batch_size: int = 64
     ) -> ConditionCache:
-        """Encode conditions once (tokenised with `tokenizer`, the backbone's); reuse with any sentence cache."""
+        """Encode conditions once (tokenised with `tokenizer`, the backbone's); reuse with any sentence cache.
+        `max_length=None`: the forward path's limit (see `_length_sorted_batches`)."""
         self._require_tri()
         texts = self._texts(texts, "texts")
+        order, batches = self._length_sorted_batches(texts, tokenizer, max_length, batch_size)
         queries, features = [], []
-        for i in range(0, len(texts), batch_size):
-            batch = tokenizer(
-                texts[i : i + batch_size], truncation=True, max_length=max_length, padding=True, return_tensors="pt"
-            )
+        for batch in batches:
             q, f = self._condition_side(
                 batch["input_ids"].to(self.device), batch["attention_mask"].to(self.device), None
             )
             queries.append(q.contiguous())
             features.append(f)
-        return ConditionCache(torch.cat(queries), torch.cat(features), self._cache_metadata("condition"))
+        queries, features = (self._restore_order(order, torch.cat(t)) for t in (queries, features))
+        return ConditionCache(queries.contiguous(), features.contiguous(), self._cache_metadata("condition"))
 
     @torch.no_grad()
     def encode_sentences(
-        self, texts: "list[str]", tokenizer, max_length: int = 128, batch_size: int = 64
+        self, texts: "list[str]", tokenizer, max_length: "int | None" = None, batch_size: int = 64
     ) -> SentenceCache:
-        """Encode sentences once up to the first router layer (tokenised with `tokenizer`, the backbone's)."""
+        """Encode sentences once up to the first router layer (tokenised with `tokenizer`, the backbone's).
+        `max_length=None`: the forward path's limit (see `_length_sorted_batches`)."""
         self._require_tri()
         texts = self._texts(texts, "texts")
+        order, batches = self._length_sorted_batches(texts, tokenizer, max_length, batch_size)
         hidden, masks = [], []
-        for i in range(0, len(texts), batch_size):
-            batch = tokenizer(
-                texts[i : i + batch_size], truncation=True, max_length=max_length, padding=True, return_tensors="pt"
-            )
+        for batch in batches:
             mask = batch["attention_mask"].to(self.device)
             hidden.append(self._hidden_before(batch["input_ids"].to(self.device), mask, None, self._start_layer))
             masks.append(mask)
         width = max(m.shape[1] for m in masks)
         hidden = torch.cat([nn.functional.pad(h, (0, 0, 0, width - h.shape[1])) for h in hidden])
         masks = torch.cat([nn.functional.pad(m, (0, width - m.shape[1])) for m in masks])
-        return SentenceCache(hidden, masks, self._cache_metadata("sentence"))
+        hidden, masks = self._restore_order(order, hidden), self._restore_order(order, masks)
+        return SentenceCache(hidden.contiguous(), masks.contiguous(), self._cache_metadata("sentence"))
 
     @torch.no_grad()
     def embed(self, sentences: SentenceCache, conditions: ConditionCache, batch_size: int = 256) -> torch.Tensor:
@@ -550,6 +586,11 @@ class CsrModel(PairzooPreTrainedModel):
         n_s, n_c = len(sentences), len(conditions)
         hidden_all = sentences.hidden_states.to(self.device)
         mask_all = sentences.attention_mask.to(self.device)
+        if bool((mask_all[:, 1:] > mask_all[:, :-1]).any()) or bool((mask_all[:, 0] == 0).any()):
+            raise ValueError(
+                "the sentence cache's attention_mask is not right-padded (each row must be its valid tokens, then "
+                "padding); build it with `encode_sentences`, which pads on the right whatever the tokenizer's side."
+            )
         queries_all, features_all = conditions.queries.to(self.device), conditions.features.to(self.device)
         out = torch.empty(n_s * n_c, self.config.backbone_config.hidden_size, device=self.device)
         pairs = torch.arange(n_s * n_c, device=self.device)

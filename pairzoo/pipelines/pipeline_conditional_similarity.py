@@ -197,7 +197,9 @@ def encode_tri_inputs(
     for suffix, texts in fields.items():
         if texts is None:
             continue
-        batch = tokenizer(texts, truncation=True, max_length=max_length, padding=True, return_tensors="pt")
+        batch = tokenizer(
+            texts, truncation=True, max_length=max_length, padding=True, padding_side="right", return_tensors="pt"
+        )
         encoded["input_ids" + suffix] = batch["input_ids"]
         encoded["attention_mask" + suffix] = batch["attention_mask"]
     return encoded
@@ -239,7 +241,15 @@ def encode_pair_inputs(
         raise ValueError("`sentence2` is required for sentence-pair inputs.")
     max_length = _resolve_max_length(tokenizer, max_length)
     return dict(
-        tokenizer(sentence1, sentence2, truncation=True, max_length=max_length, padding=True, return_tensors="pt")
+        tokenizer(
+            sentence1,
+            sentence2,
+            truncation=True,
+            max_length=max_length,
+            padding=True,
+            padding_side="right",
+            return_tensors="pt",
+        )
     )
 
 

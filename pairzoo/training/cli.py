@@ -40,7 +40,7 @@ from ..modeling.modeling_comateformer import CombinedAttentionStatsCallback
 from ..registry import create_model, get_model_spec, list_models
 from .collators import make_collator
 from .data import KG_DATASETS, dataset_task, has_training_split, label_range, list_datasets, load_dataset
-from .metrics import compute_metrics_fn
+from .metrics import compute_metrics_fn, positive_class
 
 DEFAULT_OUTPUT_DIR = "outputs/train"
 PAIR_TASKS = ("pair-regression", "pair-classification")
@@ -461,6 +461,7 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Tra
     set_seed(training_args.seed)
     train, validation = _prepare_data(data_args, training_args.seed)
     label_feature = train.features["label"]
+    label_names = list(label_feature.names) if hasattr(label_feature, "names") else None
     if hasattr(label_feature, "names"):
         overrides.setdefault("id2label", dict(enumerate(label_feature.names)))
         overrides.setdefault("label2id", {n: i for i, n in enumerate(label_feature.names)})
@@ -484,12 +485,14 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Tra
             eval_dataset=validation,
             data_collator=collator,
             processing_class=tokenizer,
-            compute_metrics=compute_metrics_fn(num_labels),
+            compute_metrics=compute_metrics_fn(num_labels, label_names),
             callbacks=[_FiniteWeightsBeforeSave(), CombinedAttentionStatsCallback()],
         )
         trainer.train(resume_from_checkpoint=resume)
         metrics = trainer.evaluate(metric_key_prefix="validation")
-        non_finite = [k for k, v in metrics.items() if isinstance(v, float) and not math.isfinite(v)]
+        # A non-finite loss is a failed run; a NaN correlation is an undefined metric (constant predictions) and is
+        # reported as such.
+        non_finite = [k for k, v in metrics.items() if k.endswith("loss") and not math.isfinite(v)]
         if non_finite:
             raise NonFiniteLossError(f"validation metrics {non_finite} are not finite; nothing was written.")
         result = {
@@ -507,6 +510,8 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Tra
             "train_steps": trainer.state.global_step,
             "metrics": metrics,
         }
+        if label_names is not None and len(label_names) == 2:
+            result["f1_positive_class"] = label_names[positive_class(label_names)]
         if trainer.is_world_process_zero():
             output_dir = Path(training_args.output_dir)
             output_dir.mkdir(parents=True, exist_ok=True)

@@ -45,6 +45,7 @@ from transformers.utils import ModelOutput
 
 from ..backbones import load_tokenizer
 from ..fileio import write_text_atomic
+from ..metrics import load_metric
 from ..pipelines.pipeline_conditional_similarity import encode_bi_inputs, encode_tri_inputs
 from ..registry import create_model
 from .cli import (
@@ -315,12 +316,8 @@ def evaluate_kg(
                 scores[row, others] = -math.inf
         target_scores = scores.gather(1, targets.unsqueeze(1))
         ranks += (1 + (scores > target_scores).sum(1)).tolist()
-    ranks = torch.tensor(ranks, dtype=torch.float64)
     return {
-        "mrr": float((1.0 / ranks).mean()),
-        "hits@1": float((ranks <= 1).double().mean()),
-        "hits@3": float((ranks <= 3).double().mean()),
-        "hits@10": float((ranks <= 10).double().mean()),
+        **load_metric("ranking").compute(predictions=ranks, ks=(1, 3, 10)),
         "num_queries": len(ranks),
         "num_entities": len(entity_ids),
     }

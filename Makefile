@@ -49,13 +49,13 @@ chromium:
 app: $(STAMP)
 	$(PY) app.py $(APP_ARGS)
 
-# The cpu-small benchmark profile end to end (under an hour on 2 cores), then the README's results section. Speed at
+# The cpu-small benchmark profile end to end (under an hour on 2 cores), then its section of docs/results.md. Speed at
 # length 128 only here; `benchmarks/speed.py` without --lengths also measures 64 and 512 (much slower on CPU).
 BENCH_DIR := benchmarks/results/cpu-small
 bench: $(STAMP)
 	$(PY) benchmarks/quality.py --profile cpu-small --output_dir $(BENCH_DIR)
 	$(PY) benchmarks/speed.py --lengths 128 --output_dir $(BENCH_DIR)
-	$(PY) benchmarks/report.py $(BENCH_DIR) --readme README.md
+	$(PY) benchmarks/report.py $(BENCH_DIR) --readme docs/results.md
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

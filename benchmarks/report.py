@@ -3,8 +3,8 @@
 Reads the per-run JSON files `benchmarks/quality.py` wrote (and, when present, `speed.json` from
 `benchmarks/speed.py`), and writes beside them `RESULTS.md` (mean ± std over seeds, delta vs the comparison's
 baseline, whether the delta exceeds the seed spread), `summary.json` and `quality.png` (bars with std error bars).
-With `--readme README.md` the README's section between that folder's markers (`<!-- results:cpu-small:start -->`
-... `<!-- results:cpu-small:end -->` for `benchmarks/results/cpu-small`) is replaced by the same tables, so each
+With `--readme docs/results.md` (any markdown file) the file's section between that folder's markers
+(`<!-- results:cpu-small:start -->` ... `<!-- results:cpu-small:end -->` for `benchmarks/results/cpu-small`) is replaced by the same tables, so each
 profile's section is regenerated from its own runs and the others stay as they are; `--readme_heading TEXT` adds
 the section (heading and markers, after the last results section) when the README has none yet.
 
@@ -13,8 +13,8 @@ sentence-transformers CrossEncoder's mean ± std on the same data set and metric
 `--peers` (default `../shared/reference/peers_minilm.json`, beside the clone, never copied into it); without that
 file the table says the columns were left out.
 
-    python benchmarks/report.py benchmarks/results/cpu-small --readme README.md
-    python benchmarks/report.py benchmarks/results/cpu-full --readme README.md \\
+    python benchmarks/report.py benchmarks/results/cpu-small --readme docs/results.md
+    python benchmarks/report.py benchmarks/results/cpu-full --readme docs/results.md \\
         --readme_heading 'Results, `cpu-full` profile (the peer budget)'
 """
 
@@ -373,7 +373,9 @@ def build_report(
 def main(argv: "list[str] | None" = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("results_dir", type=Path)
-    parser.add_argument("--readme", type=Path, default=None, help="README whose results section is regenerated")
+    parser.add_argument(
+        "--readme", type=Path, default=None, help="markdown file (docs/results.md) whose section is regenerated"
+    )
     parser.add_argument(
         "--readme_heading",
         default=None,

@@ -63,7 +63,7 @@ def main(argv: "list[str] | None" = None) -> dict:
     reloaded = score_in_fresh_process(result["export_dir"], EXAMPLES)
     print(f"[demo] loaded {reloaded['class']}")
     for example, output in zip(EXAMPLES, reloaded["outputs"]):
-        print(f"[demo] {example['condition']:<30} score {output['score']:.2f} (1-5)")
+        print(f"[demo] {example['condition']:<30} score {output['score']:.2f} (1 + 4 x cosine: 5 same, 1 unrelated)")
     print(json.dumps({"validation": metrics, "examples": reloaded["outputs"], "seconds": round(time.time() - start)}))
     return {"result": result, "examples": reloaded["outputs"]}
 

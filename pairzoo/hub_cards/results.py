@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..fileio import write_text_atomic
 from ..registry import get_model_spec, list_models
-from .export import render_model_card
+from .export import backbone_name, render_model_card
 
 # Metrics reported beside the main one when a run has them: the [MASK] expressiveness of neighbor attention (issue 7)
 # on the run's own dev split and, for models trained on SICK-E, on e-SNLI dev.
@@ -98,16 +98,23 @@ def summarise(runs: list[dict]) -> list[dict]:
     )
 
 
-def eval_results_for(results_dir: Path, model: str, config: dict) -> list[dict]:
+def eval_results_for(results_dir: Path, model: str, config: dict, backbone: "str | None" = None) -> list[dict]:
     """`export_model(eval_results=...)` entries (mean over seeds) of the benchmark arm that describes a model.
 
-    An arm describes the model when its registry name is `model` and each of its config overrides equals the value in
-    `config` (the model's config as a dict); among those, the arm with the most overrides (the most specific) wins.
+    An arm describes the model when its registry name is `model`, its runs used `backbone` (when given), its main
+    metric is of the model's kind (Spearman for a regressor, `num_labels == 1`; accuracy for a classifier) and each of
+    its config overrides equals the value in `config` (the model's config as a dict); among those, the arm with the
+    most overrides (the most specific) wins.
     """
+    kind = "spearman" if config.get("num_labels", 1) == 1 else "accuracy"
     rows = [
         r
         for r in summarise(load_runs(results_dir))
-        if r["main"] and r["model"] == model and all(config.get(k) == v for k, v in r["config_overrides"].items())
+        if r["main"]
+        and r["model"] == model
+        and r["metric"] == kind
+        and (backbone is None or r["backbone"] == backbone)
+        and all(config.get(k) == v for k, v in r["config_overrides"].items())
     ]
     if not rows:
         return []
@@ -131,8 +138,9 @@ def update_model_card(folder: "str | Path", results_dir: "str | Path", base_mode
     spec = next((s for s in specs if s.config_class.model_type == config.get("model_type")), None)
     if spec is None:
         raise ValueError(f"{str(config_path)!r}: model_type {config.get('model_type')!r} is not a pairzoo model.")
+    load_runs(Path(results_dir))  # a missing or broken results folder fails before the model is loaded
     model = spec.model_class.from_pretrained(folder)
-    results = eval_results_for(Path(results_dir), spec.name, model.config.to_dict())
+    results = eval_results_for(Path(results_dir), spec.name, model.config.to_dict(), backbone_name(model))
     card = render_model_card(model, results, base_model, repo_id=f"pairzoo/{folder.name}")
     write_text_atomic(folder / "README.md", card)
     return results

@@ -335,6 +335,12 @@ def _validate_data_args(data_args: DataArguments) -> None:
 
 def _validate_training_args(args: TrainingArguments) -> None:
     """Numbers of `TrainingArguments` that would fail inside torch, train nothing or be silently ignored."""
+    if args.push_to_hub:
+        raise ValueError(
+            "`--push_to_hub` would upload the Trainer's output_dir, whose config has no `auto_map` and no code ("
+            "a repo that cannot load); train without it, then upload the export folder: "
+            "python -m pairzoo.hub_cards push OUTPUT_DIR/export ORG/NAME"
+        )
     if args.max_steps == 0 or args.max_steps < -1:
         raise ValueError(
             f"`--max_steps` must be a positive number of optimizer steps, or -1 to train for --num_train_epochs, got "

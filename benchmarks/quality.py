@@ -134,6 +134,13 @@ COMPARISONS = [
             # issue 22: the paper's exact form and the integration options, each named by its options
             Arm("comateformer (paper)", "comateformer", {"integration": "paper"}, profiles=PEER_PROFILES),
             Arm("comateformer (mix)", "comateformer", {"integration": "mix"}, profiles=PEER_PROFILES),
+            # mix with a 10x slower gate (g moves about 10 x the learning rate per step instead of 100 x)
+            Arm(
+                "comateformer (mix, scale 10)",
+                "comateformer",
+                {"integration": "mix", "mix_scale": 10.0},
+                profiles=PEER_PROFILES,
+            ),
             Arm(
                 "comateformer (mix, l1)",
                 "comateformer",

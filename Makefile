@@ -13,7 +13,7 @@ export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export MPLBACKEND := Agg
 
-.PHONY: install demo test chromium app bench lint clean
+.PHONY: install demo test chromium app bench zoo lint clean
 
 install: $(STAMP)
 
@@ -56,6 +56,12 @@ bench: $(STAMP)
 	$(PY) benchmarks/quality.py --profile cpu-small --output_dir $(BENCH_DIR)
 	$(PY) benchmarks/speed.py --lengths 128 --output_dir $(BENCH_DIR)
 	$(PY) benchmarks/report.py $(BENCH_DIR) --readme docs/results.md
+
+# Every method's recommended configuration trained on its home task at the sentence-transformers peer's budget, one
+# run at a time (resumable), exported with its card and loaded where pairzoo is not installed (pairzoo/make_zoo.py).
+# ZOO_ARGS="--profile gpu" on a GPU machine; "--list" prints the plan.
+zoo: $(STAMP)
+	$(PY) -m pairzoo.make_zoo --output_dir zoo $(ZOO_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

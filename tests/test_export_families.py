@@ -141,7 +141,9 @@ ROWS = [
 ]
 
 
-@pytest.mark.parametrize("name", ["cross-encoder", "siamese-matcher", "seaver"])
+@pytest.mark.parametrize(
+    "name", ["cross-encoder", "seaver", "csr", "comateformer", "siamese-matcher", "neighbor-attention"]
+)
 def test_sorted_batching_keeps_the_input_order_and_equals_unbatched_scoring(name, exports, tokenizer):
     model = exports[name][0]
     pipeline_task = get_model_spec(name).entry_points(exports[name][2])[1]
@@ -154,7 +156,7 @@ def test_sorted_batching_keeps_the_input_order_and_equals_unbatched_scoring(name
     forward = scorer._forward
     scorer._forward = lambda batch: widths.append(batch["input_ids"].shape[1]) or forward(batch)
     batched = scorer(inputs, batch_size=3)
-    assert len(widths) == 3 and widths == sorted(widths, reverse=True), widths  # longest batches first
+    assert len(widths) == 3 and widths == sorted(widths, reverse=True), widths  # one forward per batch, longest first
     one_by_one = [scorer(example) for example in inputs]
     _assert_same_outputs(batched, one_by_one)
     assert len({round(o["score"], 6) for o in one_by_one}) > 1, "scores must differ for the order to be checked"

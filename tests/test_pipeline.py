@@ -123,3 +123,23 @@ def test_pair_pipeline_encodes_a_pair_as_the_training_collator_does(tokenizer, n
     assert served.keys() == trained.keys(), name
     for key in trained:
         assert torch.equal(served[key], trained[key]), (name, key)
+
+
+def test_batched_scoring_groups_inputs_with_and_without_sentence2(tokenizer):
+    """A batch mixing conditional pairs and single sentences with a condition: each kind is encoded with its own
+    layout, one forward pass per group, outputs in the input order and equal to one-by-one scoring."""
+    model = create_model("cross-encoder", backbone="tiny-bert").eval()
+    scorer = pipeline("conditional-similarity", model=model, tokenizer=tokenizer)
+    inputs = [
+        {"sentence1": "A man walks his dog in the park.", "sentence2": "A man runs.", "condition": "The activity."},
+        {"sentence1": "The food was great.", "condition": "food"},
+        {"sentence1": "Two kids.", "sentence2": "A child plays with a red ball.", "condition": "The number."},
+        {"sentence1": "The service was slow and the waiter rude.", "condition": "service"},
+    ]
+    calls = []
+    forward = scorer._forward
+    scorer._forward = lambda batch: calls.append(batch["input_ids"].shape[0]) or forward(batch)
+    batched = scorer(inputs, batch_size=8)
+    assert sorted(calls) == [2, 2]
+    for result, example in zip(batched, inputs):
+        assert result["score"] == pytest.approx(scorer(example)["score"], abs=1e-5)

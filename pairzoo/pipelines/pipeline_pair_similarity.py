@@ -6,6 +6,8 @@ alone) and `prompt` (neighbor attention's label-word prompt with a [MASK], built
 of the model's own modeling module). Hub exports ship this file next to `pipeline_conditional_similarity.py`.
 """
 
+from typing import Any
+
 import torch
 
 from .pipeline_conditional_similarity import (
@@ -20,9 +22,10 @@ from .pipeline_conditional_similarity import (
 
 
 def encode_prompt_inputs(
-    model, tokenizer, text: str, text_pair: str, max_length: "int | None" = None
+    model, tokenizer, text: "list[str]", text_pair: "list[str]", max_length: "int | None" = None
 ) -> "dict[str, torch.Tensor]":
-    """Neighbor attention's prompt input of one pair, with the label words and prompt options of `model.config`.
+    """Neighbor attention's prompt inputs of a batch of pairs, with the label words and prompt options of
+    `model.config`.
 
     `max_length` defaults to the tokenizer's limit, as for the other encodings. The encoding lives with the model
     (`encode_neighbor_attention_inputs` and `resolve_label_words` of the module that defines its class), so an export
@@ -33,8 +36,8 @@ def encode_prompt_inputs(
     config = model.config
     return module.encode_neighbor_attention_inputs(
         tokenizer,
-        [text],
-        [text_pair],
+        text,
+        text_pair,
         label_words=module.resolve_label_words(config),
         max_length=_resolve_max_length(tokenizer, max_length),
         connecting_tokens=config.connecting_tokens,
@@ -52,19 +55,29 @@ class PairSimilarityPipeline(ScoringPipeline):
 
     task_name = "pair-similarity"
 
-    def preprocess(self, inputs: "dict[str, str]", max_length: "int | None" = None) -> "dict[str, torch.Tensor]":
+    def check_example(self, inputs: Any) -> None:
         check_input_fields(inputs, ("text", "text_pair"), ("label",), self.task_name)
-        text, text_pair = (validate_texts(field, inputs[field])[0] for field in ("text", "text_pair"))
+        for field in ("text", "text_pair"):
+            validate_texts(field, inputs[field])
         input_format = getattr(self.model, "input_format", "cross")
-        if input_format == "cross":
-            return encode_conditional_inputs(self.tokenizer, text, text_pair, None, max_length=max_length)
-        if input_format == "pair":
-            return encode_pair_inputs(self.tokenizer, text, text_pair, max_length=max_length)
-        if input_format == "tri":
-            return encode_tri_inputs(self.tokenizer, text, text_pair, None, max_length=max_length)
+        if input_format not in _PAIR_ENCODERS:
+            raise ValueError(
+                f"{type(self.model).__name__} (input_format {input_format!r}) does not score plain sentence pairs; "
+                f"known: {', '.join(repr(name) for name in _PAIR_ENCODERS)}."
+            )
+
+    def encode(self, examples: "list[dict]", max_length: "int | None" = None) -> "dict[str, torch.Tensor]":
+        text, text_pair = ([e[field] for e in examples] for field in ("text", "text_pair"))
+        input_format = getattr(self.model, "input_format", "cross")
         if input_format == "prompt":
             return encode_prompt_inputs(self.model, self.tokenizer, text, text_pair, max_length=max_length)
-        raise ValueError(
-            f"{type(self.model).__name__} (input_format {input_format!r}) does not score plain sentence pairs; "
-            "known: 'cross', 'pair', 'tri', 'prompt'."
-        )
+        return _PAIR_ENCODERS[input_format](self.tokenizer, text, text_pair, max_length=max_length)
+
+
+# The encoding of each `input_format` for a sentence pair (`prompt` needs the model: `encode_prompt_inputs`).
+_PAIR_ENCODERS = {
+    "cross": encode_conditional_inputs,
+    "pair": encode_pair_inputs,
+    "tri": encode_tri_inputs,
+    "prompt": None,
+}

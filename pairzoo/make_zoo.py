@@ -1,0 +1,281 @@
+"""`make zoo` (`python -m pairzoo.make_zoo`): train the recommended configuration of every method on its home task,
+export each with its model card, and check every export where pairzoo is not installed.
+
+One `pairzoo.train` run per entry of `ZOO` (below), one at a time, each in its own process, into
+`<output_dir>/<entry>/` (checkpoint-free: `metrics.json` and the Hub folder `export/`). A finished entry (its
+`metrics.json` and `export/config.json` exist) is skipped, so an interrupted `make zoo` resumes with the first
+unfinished entry; `--force` retrains. Each finished run prints one progress line. With `--results DIR` (a benchmark
+results folder, default `benchmarks/results/cpu-full` when it exists) each card is re-rendered by
+`python -m pairzoo.hub_cards card` with the benchmark's runs of the same configuration and its baseline's. Then
+every export is loaded in one fresh process in which `import pairzoo` fails, with each Auto class of its `auto_map`,
+and scores two inputs through the pipeline its card names. `<output_dir>/zoo.json` lists the exports with their dev
+numbers; the same table is printed.
+
+Profiles (`--profile`): `cpu` is the sentence-transformers peer's recipe (batch 16, learning rate 2e-5, warmup 0.1,
+weight decay 0.01, length 128; STS-B 1 epoch, SICK-E and MRPC 2; the other data sets 2) except where a method's
+paper trains with its own schedule (the Siamese matcher: learning rate 1e-3, 3 epochs; neighbor attention: 1e-3),
+full training splits; `gpu` is the same at 3 epochs, batch 32, bf16 on CUDA. `--list` prints the plan (entries,
+training rows x epochs, done or not) without training.
+
+    python -m pairzoo.make_zoo --list
+    python -m pairzoo.make_zoo --output_dir zoo
+    python -m pairzoo.make_zoo --only cross-encoder-stsb comateformer-sick-e
+"""
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+# The sentence-transformers CrossEncoder recipe of ../shared/reference/peers_minilm.json.
+PEER_RECIPE = {
+    "max_length": 128,
+    "per_device_train_batch_size": 16,
+    "per_device_eval_batch_size": 64,
+    "learning_rate": 2e-5,
+    "warmup_steps": 0.1,
+    "weight_decay": 0.01,
+}
+PEER_EPOCHS = {"stsb": 1, "sick-e": 2, "mrpc": 2}
+DEFAULT_EPOCHS = 2
+PROFILES = {
+    "cpu": {"args": PEER_RECIPE, "epochs": PEER_EPOCHS},
+    "gpu": {
+        "args": {**PEER_RECIPE, "per_device_train_batch_size": 32, "per_device_eval_batch_size": 256},
+        "epochs": {},
+        "default_epochs": 3,
+        "cuda_args": {"bf16": True},
+    },
+}
+
+
+@dataclass(frozen=True)
+class ZooEntry:
+    """One model of the zoo: a method's recommended configuration on its home task."""
+
+    name: str  # the entry's folder under the output dir
+    model: str  # pairzoo registry name
+    dataset: str
+    overrides: dict = field(default_factory=dict)  # config overrides (`--config_overrides`)
+    train_args: dict = field(default_factory=dict)  # on top of the profile's recipe
+    why: str = ""  # why this configuration and data set
+
+
+ZOO = (
+    ZooEntry(
+        "cross-encoder-stsb",
+        "cross-encoder",
+        "stsb",
+        why="the C-STS cross-encoder on the pair task of the sentence-transformers peer (its baseline)",
+    ),
+    ZooEntry(
+        "comateformer-sick-e",
+        "comateformer",
+        "sick-e",
+        {"integration": "mix"},
+        why="`integration='mix'` beat the plain backbone beyond the seed spread on SICK-E at this budget (issue 22)",
+    ),
+    ZooEntry(
+        "siamese-esim-sfa-sick-e",
+        "siamese-matcher",
+        "sick-e",
+        {"matcher": "esim", "feature_attention": "sfa"},
+        {"learning_rate": 1e-3, "num_train_epochs": 3},
+        why="ESIM with the paper's SFA block, trained with the Siamese hosts' own schedule",
+    ),
+    ZooEntry(
+        "seaver-absa-restaurants",
+        "seaver",
+        "absa-restaurants",
+        why="SemEval-2014 restaurants: the aspect term is the condition (issue 25)",
+    ),
+    ZooEntry(
+        "csr-bi-synthetic",
+        "csr",
+        "synthetic",
+        {"architecture": "bi"},
+        why="the bi-encoder with the condition-specified router on the conditional synthetic task (no C-STS here)",
+    ),
+    ZooEntry(
+        "neighbor-attention-sick-e",
+        "neighbor-attention",
+        "sick-e",
+        {"training_mode": "neighbor"},
+        {"learning_rate": 1e-3},
+        why="the paper's frozen-encoder method on SICK-E with its regularisers at the paper's weight 1",
+    ),
+)
+
+
+def entry_args(entry: ZooEntry, profile: str) -> dict:
+    """The training arguments of `entry` under `profile`: recipe, epochs of its data set, the entry's own."""
+    spec = PROFILES[profile]
+    epochs = spec["epochs"].get(entry.dataset, spec.get("default_epochs", DEFAULT_EPOCHS))
+    args = {**spec["args"], "num_train_epochs": epochs, **entry.train_args}
+    if profile == "gpu":
+        import torch
+
+        if torch.cuda.is_available():
+            args.update(spec["cuda_args"])
+    return args
+
+
+def train_command(entry: ZooEntry, args: dict, run_dir: Path, backbone: str, seed: int) -> list[str]:
+    """The `pairzoo.train` command line of one entry."""
+    command = [sys.executable, "-m", "pairzoo.train", "--model", entry.model, "--backbone", backbone]
+    command += ["--dataset", entry.dataset, "--seed", str(seed), "--output_dir", str(run_dir)]
+    command += ["--config_overrides", json.dumps(entry.overrides)]
+    for key, value in args.items():
+        command += [f"--{key}", str(value)]
+    return command + [
+        "--eval_strategy",
+        "no",
+        "--save_strategy",
+        "no",
+        "--report_to",
+        "none",
+        "--disable_tqdm",
+        "True",
+    ]
+
+
+def is_done(run_dir: Path) -> bool:
+    """A finished entry: `pairzoo.train` wrote its export, then `metrics.json` (each atomically)."""
+    return (run_dir / "metrics.json").is_file() and (run_dir / "export" / "config.json").is_file()
+
+
+def main_metric(metrics: dict) -> "tuple[str, float]":
+    """(name, value) of the run's main dev metric: accuracy for classifiers, Spearman for regressors."""
+    for name in ("validation_accuracy", "validation_spearman"):
+        if name in metrics:
+            return name.split("_", 1)[1], float(metrics[name])
+    raise ValueError(f"no accuracy or Spearman among the metrics {sorted(metrics)}")
+
+
+def example_inputs(pipeline_task: str, dataset_task: str) -> list[dict]:
+    """Two inputs for the pipeline an export's card names."""
+    if pipeline_task == "pair-similarity":
+        return [
+            {"text": "A man is playing a guitar.", "text_pair": "A person plays an instrument."},
+            {"text": "A woman is slicing an onion.", "text_pair": "A dog runs in the park."},
+        ]
+    if dataset_task == "conditional-classification":
+        return [
+            {"sentence1": "The pasta was wonderful but the service was slow.", "condition": "pasta"},
+            {"sentence1": "The pasta was wonderful but the service was slow.", "condition": "service"},
+        ]
+    pair = {"sentence1": "A red car drives past a bakery.", "sentence2": "A blue car parks by a bakery."}
+    return [{**pair, "condition": "The colour of the car."}, {**pair, "condition": "The shop."}]
+
+
+def validate_exports(records: list[dict]) -> None:
+    """Load every export in one fresh process without pairzoo and score its two example inputs; adds the pipeline's
+    outputs to each record (a failure raises with the process's error output)."""
+    from .hub_cards.export import score_exports_in_fresh_process
+
+    jobs = []
+    for record in records:
+        config = json.loads((Path(record["export"]) / "config.json").read_text())
+        auto_classes = sorted(set(config["auto_map"]) - {"AutoConfig"})
+        jobs.append(
+            {
+                "folder": record["export"],
+                "examples": example_inputs(record["pipeline"], record["task"]),
+                "pipeline_task": record["pipeline"],
+                "auto_classes": auto_classes,
+            }
+        )
+    for record, result in zip(records, score_exports_in_fresh_process(jobs, timeout=900)):
+        record["loaded_without_pairzoo"] = sorted(result["auto_classes"])
+        record["example_outputs"] = result["outputs"]
+
+
+def parse_args(argv: "list[str] | None" = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m pairzoo.make_zoo", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--output_dir", default="zoo", help="one folder per entry, and zoo.json")
+    parser.add_argument("--profile", choices=sorted(PROFILES), default="cpu")
+    parser.add_argument("--backbone", default="minilm")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--only", nargs="+", default=None, help="only these entries (default: all)")
+    parser.add_argument("--force", action="store_true", help="retrain finished entries")
+    parser.add_argument("--list", action="store_true", help="print the plan and stop")
+    args = parser.parse_args(argv)
+    known = [entry.name for entry in ZOO]
+    unknown = sorted(set(args.only or ()) - set(known))
+    if unknown:
+        parser.error(f"--only: unknown entries {unknown}; known: {', '.join(known)}")
+    return args
+
+
+def main(argv: "list[str] | None" = None) -> int:
+    """Train, export and check the zoo; returns 0."""
+    from .fileio import write_text_atomic
+    from .registry import get_model_spec
+    from .training.data import dataset_task, load_dataset
+
+    args = parse_args(argv)
+    output_dir = Path(args.output_dir)
+    entries = [entry for entry in ZOO if args.only is None or entry.name in args.only]
+    records = []
+    for position, entry in enumerate(entries, 1):
+        run_dir = output_dir / entry.name
+        train_args = entry_args(entry, args.profile)
+        prefix = f"[{position}/{len(entries)}] {entry.name}"
+        if args.list:
+            rows = len(load_dataset(entry.dataset, split="train")["train"])
+            state = "done" if is_done(run_dir) else "to train"
+            print(
+                f"{prefix}: {entry.model} on {entry.dataset}, {rows:,} rows x {train_args['num_train_epochs']} "
+                f"epochs, {json.dumps(entry.overrides)} ({state}); {entry.why}"
+            )
+            continue
+        if args.force or not is_done(run_dir):
+            start = time.time()
+            command = train_command(entry, train_args, run_dir, args.backbone, args.seed)
+            subprocess.run(command, check=True, cwd=REPO, stdout=subprocess.DEVNULL)
+            elapsed = f"trained in {time.time() - start:.0f} s"
+        else:
+            elapsed = "done earlier"
+        result = json.loads((run_dir / "metrics.json").read_text())
+        metric, value = main_metric(result["metrics"])
+        task = dataset_task(entry.dataset)
+        export = run_dir / "export"
+        print(f"{prefix}: {elapsed}, dev {metric} {value:.2f} ({export})", flush=True)
+        records.append(
+            {
+                "entry": entry.name,
+                "model": entry.model,
+                "dataset": entry.dataset,
+                "task": task,
+                "config_overrides": entry.overrides,
+                "train_args": train_args,
+                "seed": args.seed,
+                "backbone": args.backbone,
+                "metric": metric,
+                "value": round(value, 2),
+                "pipeline": get_model_spec(entry.model).entry_points(task)[1],
+                "export": str(export),
+                "why": entry.why,
+            }
+        )
+    if args.list:
+        return 0
+    validate_exports(records)
+    write_text_atomic(output_dir / "zoo.json", json.dumps(records, indent=2) + "\n")
+    print("| export | data set | dev metric | pipeline | loaded without pairzoo |")
+    print("|---|---|---|---|---|")
+    for r in records:
+        print(
+            f"| {r['entry']} | {r['dataset']} | {r['metric']} {r['value']:.2f} | {r['pipeline']} | "
+            f"{', '.join(r['loaded_without_pairzoo'])} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

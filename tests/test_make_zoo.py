@@ -1,0 +1,61 @@
+"""`make zoo` (pairzoo.make_zoo): plan, one real tiny run end to end, resume, and bad flags."""
+
+import json
+
+import pytest
+
+from pairzoo import make_zoo
+from pairzoo.make_zoo import PEER_RECIPE, ZOO, ZooEntry, entry_args
+
+TINY = ZooEntry(
+    "tiny-cross-encoder-synthetic",
+    "cross-encoder",
+    "synthetic",
+    {"pooling": "mean"},
+    {"max_train_samples": 16, "max_eval_samples": 16, "max_steps": 2, "max_length": 32},
+)
+
+
+def test_every_method_has_one_entry_with_the_peer_recipe_or_its_own_schedule():
+    assert sorted({entry.model for entry in ZOO}) == [
+        "comateformer",
+        "cross-encoder",
+        "csr",
+        "neighbor-attention",
+        "seaver",
+        "siamese-matcher",
+    ]
+    assert len({entry.name for entry in ZOO}) == len(ZOO)
+    by_name = {entry.name: entry for entry in ZOO}
+    stsb = entry_args(by_name["cross-encoder-stsb"], "cpu")
+    assert stsb == {**PEER_RECIPE, "num_train_epochs": 1}
+    assert entry_args(by_name["comateformer-sick-e"], "cpu")["num_train_epochs"] == 2
+    siamese = entry_args(by_name["siamese-esim-sfa-sick-e"], "cpu")
+    assert siamese["learning_rate"] == 1e-3 and siamese["num_train_epochs"] == 3
+    assert entry_args(by_name["cross-encoder-stsb"], "gpu")["num_train_epochs"] == 3
+
+
+def test_a_tiny_zoo_trains_exports_validates_without_pairzoo_and_resumes(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(make_zoo, "ZOO", (TINY,))
+    argv = ["--output_dir", str(tmp_path), "--backbone", "tiny-bert"]
+    assert make_zoo.main(argv) == 0
+    first = capsys.readouterr().out
+    assert "[1/1] tiny-cross-encoder-synthetic: trained in" in first
+    records = json.loads((tmp_path / "zoo.json").read_text())
+    assert [r["entry"] for r in records] == [TINY.name]
+    record = records[0]
+    assert record["metric"] == "spearman" and record["pipeline"] == "conditional-similarity"
+    assert "AutoModel" in record["loaded_without_pairzoo"]
+    assert len(record["example_outputs"]) == 2 and all("score" in o for o in record["example_outputs"])
+    metrics_file = tmp_path / TINY.name / "metrics.json"
+    written = metrics_file.stat().st_mtime_ns
+    assert make_zoo.main(argv) == 0  # resumes: the finished entry is not trained again
+    assert "done earlier" in capsys.readouterr().out
+    assert metrics_file.stat().st_mtime_ns == written
+
+
+def test_unknown_entry_is_refused_with_the_known_ones(capsys):
+    with pytest.raises(SystemExit):
+        make_zoo.parse_args(["--only", "comateformer-stsb"])
+    err = capsys.readouterr().err
+    assert "comateformer-stsb" in err and "comateformer-sick-e" in err

@@ -27,15 +27,17 @@ def clock(fn: Callable[[], object]) -> "tuple[float, float]":
 
 
 def interleaved(calls: "dict[str, Callable[[], object]]", warmup: int, repeats: int) -> "dict[str, list]":
-    """`warmup` untimed rounds, then `repeats` rounds that call each entry of `calls` once in turn; the
-    `(wall, cpu)` seconds of every timed call, per name."""
+    """`warmup` untimed rounds, then `repeats` rounds that call each entry of `calls` once in turn, the order reversed
+    every other round (so no entry always runs first, right after the same other one); the `(wall, cpu)` seconds of
+    every timed call, per name."""
     for _ in range(warmup):
         for fn in calls.values():
             fn()
     times: dict[str, list] = {name: [] for name in calls}
-    for _ in range(repeats):
-        for name, fn in calls.items():
-            times[name].append(clock(fn))
+    names = list(calls)
+    for round_index in range(repeats):
+        for name in names if round_index % 2 == 0 else reversed(names):
+            times[name].append(clock(calls[name]))
     return times
 
 

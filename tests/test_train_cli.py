@@ -87,3 +87,42 @@ def test_pair_task_run_names_its_positive_class_and_exports_the_pair_pipeline(tm
     assert result["f1_positive_class"] == "entailment"  # RTE's class 0: the binary F1 is not silently class 1's
     card = (tmp_path / "rte" / "export" / "README.md").read_text()
     assert 'pipeline("pair-similarity"' in card and 'pipeline("conditional-similarity"' not in card
+
+
+def test_evaluation_runs_longest_rows_first_and_scores_each_row_against_its_own_label(tmp_path):
+    """`pairzoo.train`'s Trainer evaluates in length-sorted order (issue 24); its metrics equal those of scoring the
+    rows in their own order, so predictions stay aligned with their labels."""
+    import torch
+    from datasets import Dataset
+    from transformers import TrainingArguments
+
+    from pairzoo import create_model, load_tokenizer
+    from pairzoo.training.cli import _GuardedTrainer
+    from pairzoo.training.collators import make_collator
+    from pairzoo.training.metrics import compute_metrics_fn, regression_metrics
+
+    words = "a man plays the red guitar while two women sing on a busy street".split()
+    rows = [
+        {"sentence1": " ".join(words[: 2 + (i * 5) % 11]), "sentence2": " ".join(words[i % 4 :]), "label": 1.0 + i % 5}
+        for i in range(12)
+    ]
+    dataset = Dataset.from_list(rows)
+    model = create_model("cross-encoder", backbone="tiny-bert", label_min=1.0, label_max=5.0).eval()
+    tokenizer = load_tokenizer("tiny-bert")
+    collator = make_collator(model, tokenizer, 64, (1.0, 5.0))
+    args = TrainingArguments(
+        str(tmp_path), per_device_eval_batch_size=4, report_to="none", remove_unused_columns=False
+    )
+    args.label_names = ["labels"]
+    trainer = _GuardedTrainer(
+        model=model, args=args, eval_dataset=dataset, data_collator=collator, compute_metrics=compute_metrics_fn(1)
+    )
+    order = list(trainer._get_eval_sampler(dataset))
+    lengths = [len(r["sentence1"]) + len(r["sentence2"]) for r in rows]
+    assert sorted(order) == list(range(12)) and [lengths[i] for i in order] == sorted(lengths, reverse=True)
+    assert order != list(range(12))
+    metrics = trainer.evaluate()
+    with torch.no_grad():
+        scores = torch.cat([model(**collator(rows[i : i + 4])).scores for i in range(0, 12, 4)])
+    expected = regression_metrics(scores.numpy(), [r["label"] for r in rows])
+    assert metrics["eval_spearman"] == pytest.approx(expected["spearman"], abs=1e-4)

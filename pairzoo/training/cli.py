@@ -286,6 +286,21 @@ class _GuardedTrainer(Trainer):
             )
         return loss
 
+    def _get_eval_sampler(self, eval_dataset) -> "torch.utils.data.Sampler | list[int] | None":
+        """On one process, evaluation rows longest first (characters of `TEXT_COLUMNS`, as sentence-transformers'
+        `CrossEncoder.predict` sorts), so each batch pads to similar lengths (issue 24); the metrics do not depend on
+        the order of the rows."""
+        columns = [c for c in TEXT_COLUMNS if c in getattr(eval_dataset, "column_names", ())]
+        if self.args.world_size > 1 or not columns:
+            return super()._get_eval_sampler(eval_dataset)
+        texts = eval_dataset.select_columns(columns)
+        lengths = [sum(len(row[c] or "") for c in columns) for row in texts]
+        return sorted(range(len(lengths)), key=lambda i: -lengths[i])
+
+
+# The text columns of pairzoo's data sets (`pairzoo.training.data`): the sort key of length-sorted evaluation.
+TEXT_COLUMNS = ("sentence1", "sentence2", "condition")
+
 
 def model_tasks(model: str) -> tuple[str, ...]:
     """Task kinds `model` trains on (its registry spec's `training_tasks`)."""

@@ -260,7 +260,8 @@ def render_model_card(
             f"Scores are on the {config.label_min}-{config.label_max} scale of its training labels, not probabilities."
         )
     else:
-        limitations.append(f"Predicts one of its {config.num_labels} training classes; scores are not calibrated.")
+        labels = ", ".join(map(str, (config.id2label or {}).values()))
+        limitations.append(f"Predicts one of its {config.num_labels} training classes ({labels}), whatever the input.")
     limitations.append(FAMILY_LIMITATIONS[spec.name])
     template = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent), keep_trailing_newline=True)
     return template.get_template("model_card_template.md").render(

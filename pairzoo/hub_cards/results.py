@@ -164,7 +164,12 @@ def verdict(row: dict, baseline: dict) -> str:
     the spread, or a single-seed difference whose spread is unknown."""
 
     def described(r: dict) -> str:
-        return f"{r['arm']} ({r['mean']:.2f} ± {r['std']:.2f}, {len(r['values'])} seeds)"
+        n = len(r["values"])
+        return (
+            f"{r['arm']} ({r['mean']:.2f} ± {r['std']:.2f}, {n} seeds)"
+            if n > 1
+            else f"{r['arm']} ({r['mean']:.2f}, 1 seed)"
+        )
 
     where = f"On {row['dataset']} ({row['metric']}, comparison {row['comparison']})"
     if row["baseline"]:
@@ -260,7 +265,9 @@ def update_model_card(
     inputs = _card_inputs(folder)
     load_runs(Path(results_dir))  # a missing or broken results folder fails before the model is loaded
     model = spec.model_class.from_pretrained(folder)
-    query = (Path(results_dir), spec.name, model.config.to_dict(), backbone_name(model), profile)
+    # transformers 5's `to_dict` leaves `num_labels` out (it is derived from `id2label`); the arm's kind needs it
+    config = {**model.config.to_dict(), "num_labels": model.config.num_labels}
+    query = (Path(results_dir), spec.name, config, backbone_name(model), profile)
     results = eval_results_for(*query)
     baseline = baseline_comparison(*query, None if peers_path is None else Path(peers_path))
     card = render_model_card(

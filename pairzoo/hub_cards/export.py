@@ -70,8 +70,9 @@ FAMILY_LIMITATIONS = {
     "seaver": "Needs a condition for every pair (it reweights attention between the sentences and the condition), so "
     "it does not score plain sentence pairs; one joint encoder pass per input, nothing cached.",
     "csr": "Needs a condition and two sentences for every input and predicts a cosine similarity only, no classes.",
-    "comateformer": "Reads a sentence pair without a condition; the combined attention replaces softmax attention in "
-    "heads of its first layers, so the encoder differs from the pretrained one there.",
+    "comateformer": "Reads a sentence pair without a condition; heads of its first layers use combined attention "
+    "instead of (`integration='paper'`) or blended with (`'mix'`) the pretrained softmax attention, so the encoder "
+    "differs from the pretrained one there.",
     "siamese-matcher": "Has no pretrained transformer: each sentence is encoded alone by recurrent/attention layers "
     "over word embeddings taken from the backbone's input embedding matrix (no GloVe); it reads a sentence pair "
     "without a condition.",

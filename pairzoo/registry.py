@@ -21,6 +21,7 @@ class ModelSpec:
     task: str
     summary: str
     paper: str
+    citation: str = ""  # BibTeX of the method's paper, printed in the model card
     defaults: dict = field(default_factory=dict)
     trains_on: tuple = ()  # task kinds `pairzoo.train` may train it on (pairzoo.training.data); empty: its `task`
     encoder_class: "type[PreTrainedModel] | None" = None  # the encoder without a head, reachable as `AutoModel`

@@ -38,6 +38,13 @@ MODEL_SPECS.append(
         trains_on=("conditional-similarity", "conditional-classification", "pair-regression", "pair-classification"),
         summary="C-STS cross-encoder baseline. One encoder reads `s1 SEP s2 SEP c`; a linear head on the first token.",
         paper="Deshpande et al. 2023, C-STS: Conditional Semantic Textual Similarity",
+        citation="""@inproceedings{deshpande2023csts,
+  title = {{C-STS}: Conditional Semantic Textual Similarity},
+  author = {Deshpande, Ameet and Jimenez, Carlos E. and Chen, Howard and Murahari, Vishvak and Graf, Victoria and
+            Rajpurohit, Tanmay and Kalyan, Ashwin and Chen, Danqi and Narasimhan, Karthik},
+  booktitle = {Proceedings of the 2023 Conference on Empirical Methods in Natural Language Processing},
+  year = {2023}
+}""",
     )
 )
 
@@ -54,6 +61,13 @@ MODEL_SPECS.append(
         "softmax(SCAttn . CSAttn) from the last layer's sentence/condition attention blocks.",
         paper="Li, Fan, Gao 2024, SEAVER: Attention Reallocation for Mitigating Distractions in Language Models "
         "for Conditional Semantic Textual Similarity Measurement (Findings of EMNLP)",
+        citation="""@inproceedings{li2024seaver,
+  title = {{SEAVER}: Attention Reallocation for Mitigating Distractions in Language Models for Conditional Semantic
+           Textual Similarity Measurement},
+  author = {Li, Baixuan and Fan, Yunlong and Gao, Zhiqiang},
+  booktitle = {Findings of the Association for Computational Linguistics: EMNLP 2024},
+  year = {2024}
+}""",
     )
 )
 
@@ -69,7 +83,13 @@ MODEL_SPECS.append(
         summary="CSR, condition-specified routers. The condition re-weights each sentence token's attention context "
         "(1 + w) in the router layers; tri-encoder (cacheable) or bi-encoder; cosine similarity. Baselines: "
         "use_router=False with tri_head none/hadamard/concat (C-STS tri-encoder) or architecture='bi'.",
-        paper="Varying Sentence Representations via Condition-Specified Routers (EMNLP 2024)",
+        paper="Lin, Wang, Jia, Zheng 2024, Varying Sentence Representations via Condition-Specified Routers (EMNLP)",
+        citation="""@inproceedings{lin2024csr,
+  title = {Varying Sentence Representations via Condition-Specified Routers},
+  author = {Lin, Ziyong and Wang, Quansen and Jia, Zixia and Zheng, Zilong},
+  booktitle = {Proceedings of the 2024 Conference on Empirical Methods in Natural Language Processing},
+  year = {2024}
+}""",
     )
 )
 
@@ -86,7 +106,15 @@ MODEL_SPECS.append(
         summary="Comateformer: in layers 1-3 of a pretrained BERT/RoBERTa the first 50/40/30% of heads use combined "
         "quasi-attention M = tanh(E) * 2 sigmoid(N) (affinity E, negative L1 difference N, no softmax) on the "
         "pretrained Q/K/V; a first-token head classifies (or regresses) the sentence pair.",
-        paper="Li, Liang, Zhang: Comateformer: Combined Attention Transformer for Semantic Sentence Matching",
+        paper="Li, Liang, Zhang 2024, Comateformer: Combined Attention Transformer for Semantic Sentence Matching "
+        "(arXiv:2412.07220)",
+        citation="""@misc{li2024comateformer,
+  title = {Comateformer: Combined Attention Transformer for Semantic Sentence Matching},
+  author = {Li, Bo and Liang, Di and Zhang, Zixin},
+  year = {2024},
+  eprint = {2412.07220},
+  archivePrefix = {arXiv}
+}""",
     )
 )
 
@@ -104,9 +132,16 @@ MODEL_SPECS.append(
         "FA (feature attention) or SFA (selective feature attention over stacked BiGRU branches) sits on both "
         "branches after the interaction attention; word embeddings are initialised from the backbone's input "
         "embedding matrix (MiniLM's; GloVe is not available offline); each sentence is tokenised alone.",
-        paper="Zang, Liu: Modeling Selective Feature Attention for Representation-based Siamese Text Matching; "
+        paper="Zang, Liu 2024: Modeling Selective Feature Attention for Representation-based Siamese Text Matching; "
         "hosts: Chen et al. 2017 (ESIM), Yang et al. 2019 (RE2), Wang et al. 2017 (BiMPM), Tay et al. 2018 (CAFE), "
         "Gong et al. 2018 (DIIN), Kim et al. 2019 (DRCN)",
+        citation="""@misc{zang2024sfa,
+  title = {Modeling Selective Feature Attention for Representation-based Siamese Text Matching},
+  author = {Zang, Jianxiang and Liu, Hui},
+  year = {2024},
+  eprint = {2404.16776},
+  archivePrefix = {arXiv}
+}""",
     )
 )
 
@@ -122,6 +157,14 @@ MODEL_SPECS.append(
         summary="Neighbor attention on a frozen MLM encoder: label words in the input, the class predicted from a "
         "[MASK] state; in the upper layers each token also attends to k vocabulary neighbours (top-K of h W_e^T) "
         "through trainable K_b/V_b; about 3% trainable parameters. Baselines: training_mode='full' or 'bitfit'.",
-        paper="Learning expressive sentence representations via neighbor attention (issue 7's seed paper)",
+        paper="Bai, Shang, Sun, Balasubramanian 2022, Learning for Expressive Task-Related Sentence Representations "
+        "(arXiv:2205.12186)",
+        citation="""@misc{bai2022expressive,
+  title = {Learning for Expressive Task-Related Sentence Representations},
+  author = {Bai, Xueying and Shang, Jinghuan and Sun, Yifan and Balasubramanian, Niranjan},
+  year = {2022},
+  eprint = {2205.12186},
+  archivePrefix = {arXiv}
+}""",
     )
 )

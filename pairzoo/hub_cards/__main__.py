@@ -1,11 +1,13 @@
 """`python -m pairzoo.hub_cards push FOLDER ORG/NAME [--dry-run]`; `python -m pairzoo.hub_cards card FOLDER --results
-DIR` re-renders an export's model card with the benchmark results measured for its configuration."""
+DIR [--profile NAME] [--peers FILE]` re-renders an export's model card with the benchmark results measured for its
+configuration and their comparison with the baseline arm (and the sentence-transformers peer, when FILE exists)."""
 
 import argparse
 import sys
+from pathlib import Path
 
 from .push import push
-from .results import update_model_card
+from .results import PEERS_PATH, update_model_card
 
 
 def main(argv: "list[str] | None" = None) -> int:
@@ -20,12 +22,22 @@ def main(argv: "list[str] | None" = None) -> int:
     card_parser.add_argument("folder")
     card_parser.add_argument("--results", required=True, help="benchmark results folder (benchmarks/results/NAME)")
     card_parser.add_argument(
-        "--base-model", default=None, help="backbone named in the card (default: the one in the export's config)"
+        "--base-model", default=None, help="backbone named in the card (default: the one the export recorded)"
+    )
+    card_parser.add_argument(
+        "--profile", default=None, help="benchmark profile of the runs (default: the only one of this configuration)"
+    )
+    card_parser.add_argument(
+        "--peers",
+        type=Path,
+        default=PEERS_PATH,
+        help="sentence-transformers peer numbers for the baseline table (default ../shared/reference/"
+        "peers_minilm.json beside the repository; a missing file leaves the peer column out)",
     )
     args = parser.parse_args(argv)
     try:
         if args.command == "card":
-            results = update_model_card(args.folder, args.results, args.base_model)
+            results = update_model_card(args.folder, args.results, args.base_model, args.profile, args.peers)
             print(f"{args.folder}/README.md: {len(results)} benchmark result(s) in model-index")
             return 0
         push(args.folder, args.repo_id, dry_run=args.dry_run, private=args.private)

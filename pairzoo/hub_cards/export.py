@@ -10,6 +10,7 @@ import inspect
 import json
 import math
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -52,6 +53,32 @@ _EXAMPLE = {
     "condition": "The number of people.",
 }
 _PAIR_EXAMPLE = {"text": _EXAMPLE["sentence1"], "text_pair": _EXAMPLE["sentence2"]}
+# What an export records of its card's inputs besides the weights (`card --results` re-renders the card from it).
+CARD_INPUTS_FILE = "pairzoo_card.json"
+# The bundled backbone's paper, cited in cards of models built on `minilm` (all-MiniLM-L6-v2 is a Sentence-BERT model).
+SENTENCE_BERT_CITATION = """@inproceedings{reimers2019sentencebert,
+  title = {Sentence-{BERT}: Sentence Embeddings using {S}iamese {BERT}-Networks},
+  author = {Reimers, Nils and Gurevych, Iryna},
+  booktitle = {Proceedings of the 2019 Conference on Empirical Methods in Natural Language Processing and the 9th
+               International Joint Conference on Natural Language Processing (EMNLP-IJCNLP)},
+  year = {2019}
+}"""
+# One sentence per family on what it cannot do, from how it is built (the card adds the data and label-scale ones).
+FAMILY_LIMITATIONS = {
+    "cross-encoder": "Scores each input jointly in one encoder pass: nothing can be cached, so scoring one sentence "
+    "against N others costs N forward passes.",
+    "seaver": "Needs a condition for every pair (it reweights attention between the sentences and the condition), so "
+    "it does not score plain sentence pairs; one joint encoder pass per input, nothing cached.",
+    "csr": "Needs a condition and two sentences for every input and predicts a cosine similarity only, no classes.",
+    "comateformer": "Reads a sentence pair without a condition; heads of its first layers use combined attention "
+    "instead of (`integration='paper'`) or blended with (`'mix'`) the pretrained softmax attention, so the encoder "
+    "differs from the pretrained one there.",
+    "siamese-matcher": "Has no pretrained transformer: each sentence is encoded alone by recurrent/attention layers "
+    "over word embeddings taken from the backbone's input embedding matrix (no GloVe); it reads a sentence pair "
+    "without a condition.",
+    "neighbor-attention": "Classification only (no regression); the encoder is frozen and the label words are part "
+    "of the input, so the label set is fixed when it is trained.",
+}
 
 
 _EVAL_RESULT_KEYS = ("dataset", "split", "metrics")
@@ -86,6 +113,41 @@ def check_eval_results(eval_results: "list[dict] | None") -> "list[dict]":
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise ValueError(f"{where}['metrics'][{name!r}] must be a finite number, got {value!r}.")
     return list(eval_results)
+
+
+def check_training(training: "dict | None") -> "dict | None":
+    """`training` (None: not recorded) checked: a dict of the run's recipe, `{name: value}` with non-empty string
+    names and string, bool, integer or finite float values; anything else is a `ValueError` naming the key."""
+    if training is None:
+        return None
+    if not isinstance(training, dict):
+        raise ValueError(f"`training` must be a dict of hyper-parameter name -> value, got {type(training).__name__}.")
+    for name, value in training.items():
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"`training` has a key {name!r}; keys are non-empty strings.")
+        if not isinstance(value, (str, bool, int, float)) or (isinstance(value, float) and not math.isfinite(value)):
+            raise ValueError(f"`training`[{name!r}] must be a string, bool, integer or finite number, got {value!r}.")
+    return dict(training)
+
+
+def framework_versions() -> dict:
+    """The versions of what writes an export, measured now: python, pairzoo, torch, transformers, huggingface_hub,
+    tokenizers."""
+    import huggingface_hub
+    import tokenizers
+    import torch
+    import transformers
+
+    from .. import __version__
+
+    return {
+        "python": platform.python_version(),
+        "pairzoo": __version__,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "huggingface_hub": huggingface_hub.__version__,
+        "tokenizers": tokenizers.__version__,
+    }
 
 
 def backbone_name(model: PreTrainedModel) -> str:
@@ -154,10 +216,19 @@ def render_model_card(
     base_model: "str | None",
     repo_id: str,
     task: "str | None" = None,
+    training: "dict | None" = None,
+    versions: "dict | None" = None,
+    baseline: "dict | None" = None,
 ) -> str:
-    """The README.md of an export: YAML metadata (with `model-index`) and a usage snippet, from the template.
+    """The README.md of an export: YAML metadata (with `model-index`), a usage snippet, intended use and
+    limitations, the training recipe, framework versions and the citation, from the template.
+
     `task` is the task kind the model was trained on (default: its registry `task`); it picks the snippet's Auto
-    class and pipeline (`ModelSpec.entry_points`)."""
+    class and pipeline (`ModelSpec.entry_points`). `training` is the run's recipe (`check_training`; None: the card
+    says it was not recorded). `versions` are the framework versions of the environment that wrote the export
+    (default: `framework_versions()` now). `baseline` is the benchmark comparison against the baseline arm
+    (`pairzoo.hub_cards.results.baseline_comparison`; None: the card says none is attached)."""
+    training = check_training(training)
     spec = spec_for_model(model)
     auto_class, pipeline_task = spec.entry_points(task)
     config, backbone = model.config, model.config.backbone_config
@@ -184,6 +255,15 @@ def render_model_card(
         notes.append(
             f"Licence {data.license}: the training data's (SICK: CC BY-NC-SA 3.0), stricter than the code's Apache 2.0"
         )
+    limitations = ["pairzoo's data sets and its MiniLM backbone are English; other languages are untested."]
+    if config.num_labels == 1:
+        limitations.append(
+            f"Scores are on the {config.label_min}-{config.label_max} scale of its training labels, not probabilities."
+        )
+    else:
+        labels = ", ".join(map(str, (config.id2label or {}).values()))
+        limitations.append(f"Predicts one of its {config.num_labels} training classes ({labels}), whatever the input.")
+    limitations.append(FAMILY_LIMITATIONS[spec.name])
     template = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent), keep_trailing_newline=True)
     return template.get_template("model_card_template.md").render(
         metadata_yaml=data.to_yaml() + "\n",
@@ -210,6 +290,12 @@ def render_model_card(
         results=eval_results,
         method_config=json.dumps(method_config, indent=2, default=str),
         notes=notes,
+        limitations=limitations,
+        baseline=baseline,
+        training=training,
+        versions=versions or framework_versions(),
+        citation=spec.citation,
+        backbone_citation=SENTENCE_BERT_CITATION if data.base_model == HUB_BACKBONES["minilm"] else None,
     )
 
 
@@ -222,6 +308,7 @@ def export_model(
     repo_id: str = "pairzoo/model",
     overwrite: bool = False,
     task: "str | None" = None,
+    training: "dict | None" = None,
 ) -> Path:
     """Write the Hub folder of `model`: config.json (with `auto_map` and `custom_pipelines`), model.safetensors,
     tokenizer files, the generated configuration, modeling and pipeline code and a README.md model card.
@@ -243,7 +330,11 @@ def export_model(
     the folder and its files get a plain `mkdir`'s and `open`'s modes (0755/0644 under the usual umask), so other
     users of a shared file system can read them.
     `eval_results` is a list of `{"dataset", "split", "metrics": {name: value}}` measured for this model (checked by
-    `check_eval_results` before anything is written).
+    `check_eval_results` before anything is written). `training` is the run's recipe (data set, epochs, batch
+    sizes, learning rate, warmup, weight decay, max length, seed, ...; checked by `check_training` before anything is
+    written), shown in the card's Training section; without it the card says the recipe was not recorded.
+    `CARD_INPUTS_FILE` keeps the card's inputs (repo id, task, base model, training recipe and the framework versions
+    measured now), so `python -m pairzoo.hub_cards card` re-renders the card without losing them.
     """
     output_dir = Path(output_dir)
     if output_dir.exists() and not overwrite:
@@ -251,6 +342,7 @@ def export_model(
     spec = spec_for_model(model)
     spec.entry_points(task)
     check_eval_results(eval_results)
+    training = check_training(training)
     output_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = make_temporary_folder(output_dir)
     try:
@@ -266,7 +358,16 @@ def export_model(
             tokenizer_config = json.loads((tmp / "tokenizer_config.json").read_text())
             tokenizer_config["model_input_names"] = ["input_ids", "attention_mask"]
             (tmp / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2, sort_keys=True) + "\n")
-        (tmp / "README.md").write_text(render_model_card(model, eval_results, base_model, repo_id, task))
+        inputs = {
+            "repo_id": repo_id,
+            "task": task,
+            "base_model": base_model,
+            "training": training,
+            "versions": framework_versions(),
+        }
+        (tmp / CARD_INPUTS_FILE).write_text(json.dumps(inputs, indent=2) + "\n")
+        card = render_model_card(model, eval_results, base_model, repo_id, task, training, inputs["versions"])
+        (tmp / "README.md").write_text(card)
         pickles = _pickle_files(tmp)
         if pickles:
             raise ValueError(f"export must hold safetensors only, found pickle files {pickles}.")

@@ -8,11 +8,13 @@ from pathlib import Path
 
 from ..fileio import write_text_atomic
 from ..registry import get_model_spec, list_models
-from .export import backbone_name, render_model_card
+from .export import CARD_INPUTS_FILE, backbone_name, render_model_card
 
 # Metrics reported beside the main one when a run has them: the [MASK] expressiveness of neighbor attention (issue 7)
 # on the run's own dev split and, for models trained on SICK-E, on e-SNLI dev.
 EXTRA_METRICS = ("validation_recall@20", "esnli_recall@20")
+# The sentence-transformers CrossEncoder's numbers on the bundled MiniLM (issue 22), beside the clone, never in it.
+PEERS_PATH = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "peers_minilm.json"
 
 
 def main_metric(metrics: dict) -> str:
@@ -98,37 +100,159 @@ def summarise(runs: list[dict]) -> list[dict]:
     )
 
 
-def eval_results_for(results_dir: Path, model: str, config: dict, backbone: "str | None" = None) -> list[dict]:
+def _describing_rows(
+    results_dir: Path, model: str, config: dict, backbone: "str | None", profile: "str | None"
+) -> "tuple[list[dict], list[dict]]":
+    """`(rows of the arm that describes the model, all rows)` of `summarise`, from the runs of `backbone` (when given)
+    and `profile` (default: the one profile of the describing runs; several are a ValueError asking for one)."""
+    kind = "spearman" if config.get("num_labels", 1) == 1 else "accuracy"
+
+    def describes(run: dict) -> bool:
+        return run["model"] == model and all(config.get(k) == v for k, v in run["config_overrides"].items())
+
+    runs = [r for r in load_runs(results_dir) if backbone is None or r["backbone"] == backbone]
+    if profile is None:
+        profiles = sorted({r["profile"] for r in runs if describes(r) and main_metric(r["metrics"]).endswith(kind)})
+        if len(profiles) > 1:
+            raise ValueError(
+                f"runs of {model} in {str(results_dir)!r} come from profiles {profiles}: choose one (--profile)."
+            )
+        profile = profiles[0] if profiles else None
+    rows = summarise([r for r in runs if r["profile"] == profile])
+    matching = [r for r in rows if r["main"] and r["metric"] == kind and describes(r)]
+    specific = max((len(r["config_overrides"]) for r in matching), default=0)
+    return [r for r in matching if len(r["config_overrides"]) == specific], rows
+
+
+def eval_results_for(
+    results_dir: Path, model: str, config: dict, backbone: "str | None" = None, profile: "str | None" = None
+) -> list[dict]:
     """`export_model(eval_results=...)` entries (mean over seeds) of the benchmark arm that describes a model.
 
-    An arm describes the model when its registry name is `model`, its runs used `backbone` (when given), its main
-    metric is of the model's kind (Spearman for a regressor, `num_labels == 1`; accuracy for a classifier) and each of
-    its config overrides equals the value in `config` (the model's config as a dict); among those, the arm with the
-    most overrides (the most specific) wins.
+    An arm describes the model when its registry name is `model`, its runs used `backbone` (when given) and
+    `profile` (default: the only profile such runs have; more than one is a ValueError), its main metric is of the
+    model's kind (Spearman for a regressor, `num_labels == 1`; accuracy for a classifier) and each of its config
+    overrides equals the value in `config` (the model's config as a dict); among those, the arm with the most
+    overrides (the most specific) wins.
     """
-    kind = "spearman" if config.get("num_labels", 1) == 1 else "accuracy"
-    rows = [
-        r
-        for r in summarise(load_runs(results_dir))
-        if r["main"]
-        and r["model"] == model
-        and r["metric"] == kind
-        and (backbone is None or r["backbone"] == backbone)
-        and all(config.get(k) == v for k, v in r["config_overrides"].items())
-    ]
-    if not rows:
-        return []
-    specific = max(len(r["config_overrides"]) for r in rows)
+    rows, _ = _describing_rows(results_dir, model, config, backbone, profile)
     return [
         {"dataset": r["dataset"], "split": "validation", "metrics": {f"validation_{r['metric']}": r["mean"]}}
         for r in rows
-        if len(r["config_overrides"]) == specific
     ]
 
 
-def update_model_card(folder: "str | Path", results_dir: "str | Path", base_model: "str | None" = None) -> list[dict]:
+def load_peers(path: Path) -> "dict | None":
+    """The peer file's `cross_encoder` entries by data set (the sentence-transformers CrossEncoder on the bundled
+    MiniLM), or None when the file is absent; a file that is not of that form is a ValueError naming it."""
+    if not path.is_file():
+        return None
+    try:
+        peers = json.loads(path.read_text())["cross_encoder"]
+    except (json.JSONDecodeError, KeyError, TypeError) as err:
+        raise ValueError(f"peer file {str(path)!r} is not JSON with a 'cross_encoder' object: {err!r}") from err
+    for dataset, entry in peers.items():
+        missing = {"metric", "mean", "std", "seeds"} - set(entry)
+        if missing:
+            raise ValueError(f"peer file {str(path)!r}: cross_encoder[{dataset!r}] lacks {sorted(missing)}.")
+    return peers
+
+
+def verdict(row: dict, baseline: dict) -> str:
+    """One sentence on how the arm of `row` did against its `baseline` row (same comparison, data set and metric,
+    from `summarise`): beat or lost to it beyond the seed spread (|delta| > std + baseline std), matched it within
+    the spread, or a single-seed difference whose spread is unknown."""
+
+    def described(r: dict) -> str:
+        n = len(r["values"])
+        return (
+            f"{r['arm']} ({r['mean']:.2f} ± {r['std']:.2f}, {n} seeds)"
+            if n > 1
+            else f"{r['arm']} ({r['mean']:.2f}, 1 seed)"
+        )
+
+    where = f"On {row['dataset']} ({row['metric']}, comparison {row['comparison']})"
+    if row["baseline"]:
+        return f"{where}, this configuration is the baseline: {described(row)}."
+    this, base = described(row), f"its baseline {described(baseline)}"
+    if row["beyond_spread"] is None:
+        return f"{where}, {this} differs from {base} by {row['delta']:+.2f}; with a single seed the spread is unknown."
+    if not row["beyond_spread"]:
+        return f"{where}, {this} matched {base} within the seed spread (delta {row['delta']:+.2f})."
+    outcome = "beat" if row["delta"] > 0 else "lost to"
+    return f"{where}, {this} {outcome} {base} beyond the seed spread (delta {row['delta']:+.2f})."
+
+
+def baseline_comparison(
+    results_dir: Path,
+    model: str,
+    config: dict,
+    backbone: "str | None" = None,
+    profile: "str | None" = None,
+    peers_path: "Path | None" = None,
+) -> "dict | None":
+    """The card's comparison of the arm that describes a model (`eval_results_for`) with the baseline arm of the
+    same comparison (its run files say `"baseline": true`), on the same backbone, data set and profile, on the main
+    metric: `{"profile", "backbone", "peers", "rows"}`, one row per (comparison, data set) with both arms' mean, std
+    and seed count, the delta and `verdict`; None when no arm describes the model.
+
+    `peers_path` (a file like `../shared/reference/peers_minilm.json`): with the file present and the runs on
+    `minilm`, each row gets the sentence-transformers CrossEncoder's mean ± std for its data set and metric (None
+    where the file has none) and `peers` is the file's name; a missing file, or another backbone, gives no peer column.
+    """
+    rows, every_row = _describing_rows(results_dir, model, config, backbone, profile)
+    if not rows:
+        return None
+    peers = load_peers(peers_path) if peers_path is not None and rows[0]["backbone"] == "minilm" else None
+    baselines = {(r["comparison"], r["dataset"], r["metric"]): r for r in every_row if r["baseline"]}
+    table = []
+    for row in rows:
+        base = baselines.get((row["comparison"], row["dataset"], row["metric"]))
+        if base is None:
+            continue
+        peer = (peers or {}).get(row["dataset"])
+        table.append(
+            {
+                "comparison": row["comparison"],
+                "dataset": row["dataset"],
+                "metric": row["metric"],
+                "arm": row["arm"],
+                "mean": row["mean"],
+                "std": row["std"],
+                "n": len(row["values"]),
+                "baseline_arm": base["arm"],
+                "baseline_mean": base["mean"],
+                "baseline_std": base["std"],
+                "baseline_n": len(base["values"]),
+                "delta": row["delta"],
+                "verdict": verdict(row, base),
+                "peer": None
+                if peer is None or peer["metric"] != row["metric"]
+                else {"mean": peer["mean"], "std": peer["std"], "n": len(peer["seeds"])},
+            }
+        )
+    if not table:
+        return None
+    return {
+        "profile": rows[0]["profile"],
+        "backbone": rows[0]["backbone"],
+        "peers": peers_path.name if peers is not None else None,
+        "rows": table,
+    }
+
+
+def update_model_card(
+    folder: "str | Path",
+    results_dir: "str | Path",
+    base_model: "str | None" = None,
+    profile: "str | None" = None,
+    peers_path: "str | Path | None" = PEERS_PATH,
+) -> list[dict]:
     """Re-render the model card (README.md) of an export folder with the benchmark results of the arm that describes
-    its model (see `eval_results_for`); the card is replaced atomically. Returns the results written."""
+    its model (see `eval_results_for`) in `model-index`, and its comparison with the baseline arm (and the peer in
+    `peers_path`, when the file exists) under "Intended use and limitations" (`baseline_comparison`); the repo id,
+    task, base model, training recipe and framework versions the export recorded (`CARD_INPUTS_FILE`) are kept. The
+    card is replaced atomically. Returns the results written to `model-index`."""
     folder = Path(folder)
     config_path = folder / "config.json"
     if not config_path.is_file():
@@ -138,20 +262,52 @@ def update_model_card(folder: "str | Path", results_dir: "str | Path", base_mode
     spec = next((s for s in specs if s.config_class.model_type == config.get("model_type")), None)
     if spec is None:
         raise ValueError(f"{str(config_path)!r}: model_type {config.get('model_type')!r} is not a pairzoo model.")
+    inputs = _card_inputs(folder)
     load_runs(Path(results_dir))  # a missing or broken results folder fails before the model is loaded
     model = spec.model_class.from_pretrained(folder)
-    results = eval_results_for(Path(results_dir), spec.name, model.config.to_dict(), backbone_name(model))
-    card = render_model_card(model, results, base_model, repo_id=f"pairzoo/{folder.name}")
+    # transformers 5's `to_dict` leaves `num_labels` out (it is derived from `id2label`); the arm's kind needs it
+    config = {**model.config.to_dict(), "num_labels": model.config.num_labels}
+    query = (Path(results_dir), spec.name, config, backbone_name(model), profile)
+    results = eval_results_for(*query)
+    baseline = baseline_comparison(*query, None if peers_path is None else Path(peers_path))
+    card = render_model_card(
+        model,
+        results,
+        base_model or inputs.get("base_model"),
+        repo_id=inputs.get("repo_id") or f"pairzoo/{folder.name}",
+        task=inputs.get("task"),
+        training=inputs.get("training"),
+        versions=inputs.get("versions"),
+        baseline=baseline,
+    )
     write_text_atomic(folder / "README.md", card)
     return results
 
 
+def _card_inputs(folder: Path) -> dict:
+    """What the export recorded of its card's inputs (`CARD_INPUTS_FILE`; `{}` for an export without the file)."""
+    path = folder / CARD_INPUTS_FILE
+    if not path.is_file():
+        return {}
+    try:
+        inputs = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{str(path)!r} is not valid JSON: {err}") from err
+    if not isinstance(inputs, dict):
+        raise ValueError(f"{str(path)!r} must hold a JSON object, got {type(inputs).__name__}.")
+    return inputs
+
+
 __all__ = [
     "EXTRA_METRICS",
+    "PEERS_PATH",
+    "baseline_comparison",
     "eval_results_for",
+    "load_peers",
     "load_runs",
     "main_metric",
     "reported_metrics",
     "summarise",
     "update_model_card",
+    "verdict",
 ]

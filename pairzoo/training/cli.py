@@ -464,6 +464,41 @@ def _undone_on_failure(output_dir: Path, enabled: bool) -> Iterator[None]:
         raise
 
 
+def _warmup_text(warmup_steps: float) -> str:
+    """`--warmup_steps` as the Trainer reads it: a fraction of the training steps below 1, else a step count."""
+    return f"{warmup_steps:g} of the training steps" if 0 < warmup_steps < 1 else f"{int(warmup_steps)} steps"
+
+
+def _training_recipe(
+    model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments, result: dict
+) -> dict:
+    """The run's recipe for the export's model card (`export_model(training=...)`): data, schedule, batch sizes,
+    optimiser and seed, as this run used them."""
+    recipe = {
+        "dataset": data_args.dataset,
+        "backbone": model_args.backbone,
+        "train_rows": result["train_rows"],
+        "validation_rows": result["validation_rows"],
+        "epochs": training_args.num_train_epochs,
+        "max_steps": training_args.max_steps if training_args.max_steps > 0 else None,
+        "train_steps": result["train_steps"],
+        "per_device_train_batch_size": training_args.per_device_train_batch_size,
+        "gradient_accumulation_steps": training_args.gradient_accumulation_steps,
+        "world_size": result["world_size"],
+        "effective_train_batch_size": result["effective_train_batch_size"],
+        "learning_rate": training_args.learning_rate,
+        "lr_scheduler_type": getattr(training_args.lr_scheduler_type, "value", training_args.lr_scheduler_type),
+        "warmup": _warmup_text(training_args.warmup_steps),
+        "weight_decay": training_args.weight_decay,
+        "optimizer": getattr(training_args.optim, "value", training_args.optim),
+        "max_length": data_args.max_length,
+        "seed": training_args.seed,
+        "bf16": training_args.bf16,
+        "fp16": training_args.fp16,
+    }
+    return {name: value for name, value in recipe.items() if value is not None}
+
+
 def run(model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments) -> dict:
     """Check every input, then train, evaluate on validation, write metrics.json and the export folder; returns the
     metrics. Nothing is written before all checks pass."""
@@ -547,6 +582,7 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Tra
                     base_model=model_args.backbone,
                     overwrite=True,
                     task=task,
+                    training=_training_recipe(model_args, data_args, training_args, result),
                 )
                 result["export_dir"] = str(output_dir / "export")
             write_text_atomic(output_dir / "metrics.json", json.dumps(result, indent=2, default=str))

@@ -1,0 +1,297 @@
+"""Model card content (issue 24, item 2): the training recipe, framework versions, each family's BibTeX citation, and
+"Intended use and limitations" with the export's benchmark numbers against its baseline arm (and the
+sentence-transformers peer), generated from run files."""
+
+import json
+import platform
+import re
+import statistics
+from pathlib import Path
+
+import huggingface_hub
+import pytest
+import tokenizers
+import torch
+import transformers
+from huggingface_hub import ModelCard
+from transformers import set_seed
+
+import pairzoo
+from pairzoo import create_model, load_tokenizer
+from pairzoo.hub_cards import export_model, render_model_card
+from pairzoo.hub_cards.__main__ import main as hub_cards_main
+from pairzoo.hub_cards.export import CARD_INPUTS_FILE, FAMILY_LIMITATIONS
+from pairzoo.hub_cards.push import checked_card
+from pairzoo.registry import get_model_spec, list_models
+from pairzoo.training.cli import main as train_main
+
+NA_LABELS = {0: "entailment", 1: "neutral", 2: "contradiction"}
+# name -> config overrides of a tiny (tiny-bert) model of each family
+FAMILIES = {
+    "cross-encoder": {},
+    "seaver": {},
+    "csr": {},
+    "comateformer": {"combined_layers": [0, 1], "combined_head_fraction": [0.5, 0.3]},
+    "siamese-matcher": {"hidden_size": 64, "max_sequence_length": 32, "sfa_reductions": [2, 2]},
+    "neighbor-attention": {"neighbor_layers": [0], "num_candidates": 20, "num_neighbors": 4, "id2label": NA_LABELS},
+}
+RECIPE = {
+    "dataset": "mrpc",
+    "epochs": 2.0,
+    "per_device_train_batch_size": 16,
+    "effective_train_batch_size": 32,
+    "learning_rate": 3e-05,
+    "warmup": "0.1 of the training steps",
+    "weight_decay": 0.01,
+    "max_length": 96,
+    "seed": 7,
+}
+MIX = {"combined_layers": [0, 1], "combined_head_fraction": [0.5, 0.3], "integration": "mix"}
+PLAIN = {"combined_layers": [], "combined_head_fraction": []}
+
+
+def _section(card: str, heading: str) -> str:
+    """The text of a card's `## heading` section, up to the next `## `."""
+    start = card.index(f"## {heading}\n")
+    end = card.find("\n## ", start + 1)
+    return card[start : end if end != -1 else None]
+
+
+def _bibtex_entries(text: str) -> list[dict]:
+    """Parse `@type{key, field = {value}, ...}` entries (values with nested braces); a malformed entry fails."""
+    entries = []
+    for match in re.finditer(r"@(\w+)\{([^,\s{}]+),", text):
+        fields, i = {}, match.end()
+        while True:
+            field = re.compile(r"\s*(\w+)\s*=\s*\{").match(text, i)
+            if field is None:
+                break
+            depth, j = 1, field.end()
+            while depth:
+                depth += {"{": 1, "}": -1}.get(text[j], 0)
+                j += 1
+            fields[field.group(1)] = text[field.end() : j - 1]
+            i = j + 1 if text[j] == "," else j
+        assert re.compile(r"\s*\}").match(text, i), f"entry {match.group(2)} is not closed after its fields"
+        entries.append({"type": match.group(1), "key": match.group(2), **fields})
+    return entries
+
+
+def _plain(text: str) -> str:
+    return " ".join(text.replace("{", "").replace("}", "").split())
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return load_tokenizer("tiny-bert")
+
+
+def test_a_card_rendered_with_training_shows_the_recipe_and_without_says_it_was_not_recorded(tokenizer, tmp_path):
+    model = create_model("cross-encoder", backbone="tiny-bert")
+    folder = export_model(model, tokenizer, tmp_path / "trained", training=RECIPE)
+    training = _section((folder / "README.md").read_text(), "Training")
+    for name, value in RECIPE.items():
+        assert f"| {name} | {value} |" in training
+    assert json.loads((folder / CARD_INPUTS_FILE).read_text())["training"] == RECIPE
+    untrained = _section((export_model(model, tokenizer, tmp_path / "plain") / "README.md").read_text(), "Training")
+    assert "not trained by pairzoo's training CLI" in untrained and "|" not in untrained
+
+
+def test_the_training_cli_puts_its_recipe_into_the_exported_card(tmp_path):
+    train_main(
+        ["--output_dir", str(tmp_path / "run"), "--backbone", "tiny-bert", "--max_steps", "1", "--seed", "11",
+         "--per_device_train_batch_size", "4", "--gradient_accumulation_steps", "2", "--learning_rate", "0.0007",
+         "--warmup_steps", "0.25", "--weight_decay", "0.03", "--max_length", "40", "--synthetic_train_size", "8",
+         "--synthetic_validation_size", "4", "--eval_strategy", "no", "--save_strategy", "no", "--report_to", "none",
+         "--disable_tqdm", "true"]
+    )  # fmt: skip
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    training = _section((tmp_path / "run" / "export" / "README.md").read_text(), "Training")
+    expected = {
+        "dataset": "synthetic",
+        "seed": 11,
+        "per_device_train_batch_size": 4,
+        "gradient_accumulation_steps": 2,
+        "effective_train_batch_size": metrics["effective_train_batch_size"],
+        "learning_rate": 0.0007,
+        "warmup": "0.25 of the training steps",
+        "weight_decay": 0.03,
+        "max_length": 40,
+        "max_steps": 1,
+        "train_steps": metrics["train_steps"],
+        "train_rows": 8,
+    }
+    for name, value in expected.items():
+        assert f"| {name} | {value} |" in training, name
+
+
+def test_the_versions_section_has_the_real_framework_versions(tokenizer, tmp_path):
+    folder = export_model(create_model("csr", backbone="tiny-bert"), tokenizer, tmp_path / "export")
+    versions = _section((folder / "README.md").read_text(), "Framework versions")
+    for name, version in (
+        ("python", platform.python_version()),
+        ("pairzoo", pairzoo.__version__),
+        ("torch", torch.__version__),
+        ("transformers", transformers.__version__),
+        ("huggingface_hub", huggingface_hub.__version__),
+        ("tokenizers", tokenizers.__version__),
+    ):
+        assert f"- {name} {version}\n" in versions
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_each_family_cites_its_paper_in_bibtex_and_minilm_cards_cite_sentence_bert(name):
+    assert set(FAMILIES) == set(list_models())
+    spec = get_model_spec(name)
+    set_seed(0)
+    model = create_model(name, backbone="tiny-bert", **FAMILIES[name])
+    card = render_model_card(model, None, "tiny-bert", "org/repo")
+    assert ModelCard(card, ignore_metadata_errors=False).data.library_name == "transformers"
+    assert FAMILY_LIMITATIONS[name] in _section(card, "Intended use and limitations")
+    citation = _section(card, "Citation")
+    entries = _bibtex_entries(citation)
+    assert len(entries) == 1 and entries[0]["author"] and entries[0]["year"].isdigit()
+    title = _plain(entries[0]["title"])
+    assert title in _plain(spec.paper), (title, spec.paper)
+    assert f"({spec.paper})" in card and "issue" not in spec.paper  # a real paper line, not a placeholder
+    minilm = _bibtex_entries(_section(render_model_card(model, None, "minilm", "org/repo"), "Citation"))
+    assert [e["key"] for e in minilm] == [entries[0]["key"], "reimers2019sentencebert"]
+    assert _plain(minilm[1]["title"]) == "Sentence-BERT: Sentence Embeddings using Siamese BERT-Networks"
+    assert "Reimers, Nils and Gurevych, Iryna" == minilm[1]["author"]
+
+
+def _run(comparison, arm, baseline, overrides, dataset, seed, value, backbone="tiny-bert", profile="cpu-full"):
+    return {
+        "comparison": comparison,
+        "arm": arm,
+        "baseline": baseline,
+        "model": "comateformer",
+        "config_overrides": overrides,
+        "dataset": dataset,
+        "split": "validation",
+        "seed": seed,
+        "profile": profile,
+        "backbone": backbone,
+        "train_args": {"num_train_epochs": 1},
+        "metrics": {"validation_spearman" if dataset == "stsb" else "validation_accuracy": value},
+        "wall_seconds": 1.0,
+        "hardware": {"cuda": None, "cpu_count": 2, "torch_threads": 1},
+        "git_commit": "0123456789ab",
+    }
+
+
+def _write_runs(folder: Path, runs: list[dict]) -> Path:
+    (folder / "runs").mkdir(parents=True)
+    for i, run in enumerate(runs):
+        (folder / "runs" / f"{i}.json").write_text(json.dumps(run))
+    return folder
+
+
+def _arms(dataset: str, method: list, base: list, **where) -> list[dict]:
+    runs = [
+        _run("comateformer", "comateformer (mix)", False, MIX, dataset, s, v, **where) for s, v in enumerate(method)
+    ]
+    return runs + [
+        _run("comateformer", "plain backbone", True, PLAIN, dataset, s, v, **where) for s, v in enumerate(base)
+    ]
+
+
+def _spread(values: list) -> str:
+    if len(values) == 1:
+        return f"{values[0]:.2f} (n=1)"
+    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f} (n={len(values)})"
+
+
+# data set -> (export arm per seed, baseline arm per seed, verdict wording)
+OUTCOMES = {
+    "mrpc": ([75.0, 76.0, 74.0], [70.0, 71.0, 72.0], "beat its baseline plain backbone"),
+    "rte": ([60.0, 62.0, 61.0], [61.0, 60.5], "matched its baseline plain backbone"),
+    "sick-e": ([50.0, 51.0, 52.0], [60.0, 61.0, 59.0], "lost to its baseline plain backbone"),
+    "qnli": ([80.0], [79.0], "with a single seed the spread is unknown"),
+}
+
+
+def test_card_results_compares_the_export_with_its_baseline_arm_and_ignores_other_backbones_and_profiles(
+    tokenizer, tmp_path
+):
+    runs = []
+    for dataset, (method, base, _) in OUTCOMES.items():
+        runs += _arms(dataset, method, base)
+        runs += _arms(dataset, [99.0, 98.0], [1.0, 2.0], backbone="minilm")  # another backbone: ignored
+    runs += [_run("comateformer", "plain backbone", True, PLAIN, "mrpc", 5, 10.0, profile="cpu-small")]  # ignored
+    results = _write_runs(tmp_path / "results", runs)
+    model = create_model("comateformer", backbone="tiny-bert", num_labels=2, **MIX)
+    folder = export_model(model, tokenizer, tmp_path / "export", repo_id="org/mix", training=RECIPE)
+    peers = tmp_path / "no-such-peers.json"
+    assert hub_cards_main(["card", str(folder), "--results", str(results), "--peers", str(peers)]) == 0
+    card = (folder / "README.md").read_text()
+    section = _section(card, "Intended use and limitations")
+    assert "sentence-transformers CrossEncoder |" not in section  # no peer file: no peer column
+    assert "| comparison | data set | metric | this configuration | baseline | delta |\n" in section
+    for dataset, (method, base, wording) in OUTCOMES.items():
+        delta = statistics.mean(method) - statistics.mean(base)
+        row = (
+            f"| comateformer | {dataset} | accuracy | comateformer (mix): {_spread(method)} | "
+            f"plain backbone: {_spread(base)} | {delta:+.2f} |\n"
+        )
+        assert row in section, row
+        verdict = next(line for line in section.splitlines() if line.startswith(f"- On {dataset} "))
+        assert wording in verdict and f"{delta:+.2f}" in verdict
+    assert "99.00" not in card and "10.00" not in card  # other backbone / profile
+    # the recorded card inputs survive the re-render, and the card passes the Hub checks
+    assert "| learning_rate | 3e-05 |" in _section(card, "Training")
+    assert 'from_pretrained("org/mix"' in card and "Sentence-BERT" not in card
+    assert "text-classification" in checked_card(folder, "org/mix")
+
+
+def test_several_profiles_need_a_choice_and_the_chosen_one_is_used(tokenizer, tmp_path, capsys):
+    runs = _arms("mrpc", [75.0, 76.0], [70.0, 71.0]) + _arms("mrpc", [40.0, 41.0], [30.0, 31.0], profile="gpu")
+    results = _write_runs(tmp_path / "results", runs)
+    model = create_model("comateformer", backbone="tiny-bert", num_labels=2, **MIX)
+    folder = export_model(model, tokenizer, tmp_path / "export")
+    before = (folder / "README.md").read_text()
+    assert hub_cards_main(["card", str(folder), "--results", str(results)]) == 2
+    err = capsys.readouterr().err
+    assert "profiles ['cpu-full', 'gpu']" in err and "--profile" in err
+    assert (folder / "README.md").read_text() == before
+    assert hub_cards_main(["card", str(folder), "--results", str(results), "--profile", "gpu"]) == 0
+    section = _section((folder / "README.md").read_text(), "Intended use and limitations")
+    assert "comateformer (mix): 40.50 ± 0.71 (n=2) | plain backbone: 30.50 ± 0.71 (n=2) | +10.00 |" in section
+
+
+def test_the_peer_column_comes_from_the_peers_file_on_minilm(tmp_path, capsys):
+    model = create_model("comateformer", backbone="minilm", pretrained=False, num_labels=1, **MIX)
+    folder = export_model(model, load_tokenizer("minilm"), tmp_path / "export", task="pair-regression")
+    results = _write_runs(
+        tmp_path / "results", _arms("stsb", [80.0, 81.0, 82.0], [81.0, 81.5, 82.0], backbone="minilm")
+    )
+    peers = tmp_path / "peers.json"
+    entry = {"split": "validation", "metric": "spearman", "seeds": [0, 1, 2], "mean": 82.19, "std": 0.51}
+    peers.write_text(json.dumps({"about": "test", "cross_encoder": {"stsb": entry}}))
+    assert hub_cards_main(["card", str(folder), "--results", str(results), "--peers", str(peers)]) == 0
+    card = (folder / "README.md").read_text()
+    section = _section(card, "Intended use and limitations")
+    assert "| delta | sentence-transformers CrossEncoder |" in section and "(from `peers.json`)" in section
+    assert "| -0.50 | 82.19 ± 0.51 (n=3) |" in section and "matched its baseline plain backbone" in section
+    assert "reimers2019sentencebert" in card and "base_model: sentence-transformers/all-MiniLM-L6-v2" in card
+    assert hub_cards_main(["card", str(folder), "--results", str(results), "--peers", str(tmp_path / "gone")]) == 0
+    assert "sentence-transformers CrossEncoder" not in (folder / "README.md").read_text()
+    peers.write_text("{not json")
+    assert hub_cards_main(["card", str(folder), "--results", str(results), "--peers", str(peers)]) == 2
+    assert "peers.json" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "training, match",
+    [
+        ("lr=1e-3", r"`training` must be a dict"),
+        ({"": 1}, r"`training` has a key ''"),
+        ({"learning_rate": float("nan")}, r"`training`\['learning_rate'\] must be"),
+        ({"datasets": ["stsb"]}, r"`training`\['datasets'\] must be"),
+    ],
+)
+def test_a_bad_training_recipe_is_a_clear_error_and_writes_nothing(tokenizer, tmp_path, training, match):
+    model = create_model("cross-encoder", backbone="tiny-bert")
+    with pytest.raises(ValueError, match=match):
+        export_model(model, tokenizer, tmp_path / "export", training=training)
+    assert list(tmp_path.iterdir()) == []

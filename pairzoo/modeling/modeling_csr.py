@@ -16,9 +16,9 @@ Bi-encoder: one pass over `[CLS] s SEP c SEP`; `w_t` is the layer's head-average
 token on the sentence tokens, renormalised over them; pooling covers the sentence tokens only (`bi_pooling="all"`:
 every token, with token type 1 on the condition, the c-sts bi-encoder form).
 
-Because the tri-encoder's sentence pass below the first router layer does not see the condition, sentences and
-conditions can be encoded once (`encode_sentences`, `encode_conditions`) and combined later (`embed`), running only
-the router layers onward per pair.
+Because the tri-encoder's sentence pass below the first router layer does not see the condition (except with
+`router="reference"`, which cannot be cached), sentences and conditions can be encoded once (`encode_sentences`,
+`encode_conditions`) and combined later (`embed`), running only the router layers onward per pair.
 """
 
 import math

@@ -36,15 +36,41 @@ class CsrConfig(PairzooConfig):
             trainable `W_q`, `W_k` (d x d) per router layer. Bi-encoder: `"key"` is the layer's own head-averaged
             attention of the condition's first token on the sentence tokens, renormalised over them; `"hidden"` and
             `"heavy"` score the condition token's hidden state (or `W_q` of it) against the sentence tokens'.
+            `"reference"` (tri-encoder only) follows the reference code instead of the paper (bigai-nlco/CSR,
+            `utils/sts/tri_encoder.py` `TriEncoderForClassification_.forward` with `utils/sts/modeling_router.py`
+            `RobertaSelfAttention.forward` / `RobertaAttention.get_router_score`, `router_type=3`): the condition is
+            encoded alone as in the paper, but then every layer of the sentence pass uses the condition's last-layer
+            hidden states as extra keys and values (projected by that layer's own key/value projections), the
+            sentence's position ids continue after the condition's tokens, and `w_t` is the head-averaged attention
+            probability of the sentence's own first token on each sentence token, taken from the softmax over the
+            condition and sentence keys together (not renormalised: a row sums to the first token's attention mass on
+            the sentence). There is no `q_c`. Differences from the reference code: the sentence keeps the tokenizer's
+            encoding (the reference prepends a separator, `</s> <s> s </s>`, so its first token and its `cls` pooling
+            read that separator), and the position offset is each condition's own token count (the reference offsets
+            by the condition batch's padded width, which makes an embedding depend on its batch). The sentence pass
+            depends on the condition from its first layer, so this router cannot use the cache path.
         router_scale (`str`, *optional*, defaults to `"head"`):
             `d_k` of the single-vector tri-encoder score: `"head"` (the attention head size, the scale of the
             reference code's attention scores) or `"hidden"` (the full hidden size, the literal single-vector
-            reading). The bi-encoder `"key"` router is an attention probability and always uses the head size.
+            reading). The bi-encoder `"key"` router and the `"reference"` router are attention probabilities and
+            always use the head size; `"hidden"` is rejected with `router="reference"`.
         weighting (`str`, *optional*, defaults to `"one_plus"`):
             `"one_plus"`: `(1 + w) * h'`; `"only"`: `w * h'`; `"random"`: `(1 + w) * h'` with `w` a softmax of
             Gaussian noise over the sentence tokens (ablation; not deterministic).
         pooling (`str`, *optional*, defaults to `"mean"`):
-            Sentence embedding: `"mean"` over the non-padding (bi: sentence) tokens of the last layer, or `"cls"`.
+            Sentence embedding: `"mean"` over the non-padding (bi: see `bi_pooling`) tokens of the last layer, or
+            `"cls"`.
+        bi_pooling (`str`, *optional*, defaults to `"sentence"`):
+            Tokens the bi-encoder pools (bi architecture only). `"sentence"`: the sentence span `[CLS] s SEP` of
+            `[CLS] s SEP c SEP`, without token types. `"all"`: the c-sts bi-encoder form (princeton-nlp/c-sts,
+            `utils/sts/dataset_preprocessing.py` encodes `tokenizer(sentence, condition)` and
+            `utils/sts/modeling_encoders.py` `BiEncoderForClassification` pools with `Pooler(attention_mask)`): every
+            non-padding token, sentence and condition, and token type 1 on the condition span `c SEP` when the
+            backbone has token types (`type_vocab_size >= 2`), so that for BERT-family tokenizers the input is the
+            tokenizer's pair encoding. The encoding is otherwise the same for training and inference
+            (`encode_bi_inputs`); it differs from the tokenizer's pair encoding in RoBERTa's single separator
+            between sentence and condition (the tokenizer writes `</s></s>`) and in truncating only the sentence.
+            c-sts's default `--pooler_type cls` is `pooling="cls"` here.
         tri_head (`str`, *optional*, defaults to `"none"`):
             Condition fusion of the C-STS tri-encoder (tri architecture only): `"none"`, `"hadamard"` (the sentence
             embedding times a linear transform of the condition embedding) or `"concat"` (`[s; c]` through
@@ -73,6 +99,7 @@ class CsrConfig(PairzooConfig):
         router_scale: str = "head",
         weighting: str = "one_plus",
         pooling: str = "mean",
+        bi_pooling: str = "sentence",
         tri_head: str = "none",
         classifier_dropout: "float | None" = None,
         label_min: float = 1.0,
@@ -80,11 +107,27 @@ class CsrConfig(PairzooConfig):
         **kwargs,
     ):
         check_choice("architecture", architecture, ("tri", "bi"))
-        check_choice("router", router, ("key", "hidden", "heavy"))
+        check_choice("router", router, ("key", "hidden", "heavy", "reference"))
         check_choice("router_scale", router_scale, ("head", "hidden"))
         check_choice("weighting", weighting, ("one_plus", "only", "random"))
         check_choice("pooling", pooling, ("mean", "cls"))
+        check_choice("bi_pooling", bi_pooling, ("sentence", "all"))
         check_choice("tri_head", tri_head, ("none", "hadamard", "concat"))
+        if router == "reference":
+            if architecture != "tri":
+                raise ValueError(f"`router` 'reference' needs architecture='tri', got {architecture!r}.")
+            if not use_router:
+                raise ValueError(
+                    "`router` 'reference' needs use_router=True (without routers the reference code is the plain "
+                    "tri-encoder)."
+                )
+            if router_scale != "head":
+                raise ValueError(
+                    f"`router_scale` {router_scale!r} does not apply to router='reference', whose weights are the "
+                    "layer's own attention probabilities (scale: the head size)."
+                )
+        if bi_pooling != "sentence" and architecture != "bi":
+            raise ValueError(f"`bi_pooling` {bi_pooling!r} needs architecture='bi', got {architecture!r}.")
         if tri_head != "none" and architecture != "tri":
             raise ValueError(f"`tri_head` {tri_head!r} needs architecture='tri', got {architecture!r}.")
         if classifier_dropout is not None:
@@ -114,6 +157,7 @@ class CsrConfig(PairzooConfig):
         self.router_scale = router_scale
         self.weighting = weighting
         self.pooling = pooling
+        self.bi_pooling = bi_pooling
         self.tri_head = tri_head
         self.classifier_dropout = classifier_dropout
         self.label_min = float(label_min)

@@ -8,12 +8,17 @@ the sentence's non-padding tokens, `K_t` the layer's own key projection of its i
 usual. The embedding is the mean of the last hidden states; pairs are scored by cosine similarity. The routers add no
 parameter and keep the backbone's parameter names, so pretrained weights load unchanged.
 
-Bi-encoder: one pass over `[CLS] s SEP c SEP`; `w_t` is the layer's head-averaged attention of the condition's first
-token on the sentence tokens, renormalised over them; pooling covers the sentence tokens only.
+`router="reference"` follows the reference code instead (see `CsrConfig`): the sentence pass attends in every layer
+to the condition's last-layer hidden states as extra keys/values, its positions continue after the condition, and
+`w_t` is the head-averaged attention of the sentence's own first token on the sentence tokens.
 
-Because the tri-encoder's sentence pass below the first router layer does not see the condition, sentences and
-conditions can be encoded once (`encode_sentences`, `encode_conditions`) and combined later (`embed`), running only
-the router layers onward per pair.
+Bi-encoder: one pass over `[CLS] s SEP c SEP`; `w_t` is the layer's head-averaged attention of the condition's first
+token on the sentence tokens, renormalised over them; pooling covers the sentence tokens only (`bi_pooling="all"`:
+every token, with token type 1 on the condition, the c-sts bi-encoder form).
+
+Because the tri-encoder's sentence pass below the first router layer does not see the condition (except with
+`router="reference"`, which cannot be cached), sentences and conditions can be encoded once (`encode_sentences`,
+`encode_conditions`) and combined later (`embed`), running only the router layers onward per pair.
 """
 
 import math
@@ -48,7 +53,7 @@ class CsrOutput(ModelOutput):
             Conditioned embedding of the second sentence.
         router_weights (`tuple(torch.FloatTensor)`, *optional*, with `output_router_weights=True`):
             One `(batch_size, sequence_length)` tensor per router layer: `w_t` over the first sentence's tokens
-            (zero outside `router_mask`; each row sums to 1 over it).
+            (zero outside `router_mask`; each row sums to 1 over it, to at most 1 with `router="reference"`).
         router_weights_2 (`tuple(torch.FloatTensor)`, *optional*): the same for the second sentence.
         router_mask (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
             Tokens the router weights are defined on (tri: the sentence's non-padding tokens; bi: the sentence span).
@@ -116,6 +121,8 @@ class _Route:
     queries: "torch.Tensor | None" = None  # tri: (B, T, d), one query per router layer
     condition_index: "torch.Tensor | None" = None  # bi: (B,) position of the condition's first token
     attention_mask: "torch.Tensor | None" = None  # bi: (B, L) all non-padding tokens
+    condition_states: "torch.Tensor | None" = None  # tri, reference: (B, Lc, d) the condition's last hidden states
+    condition_mask: "torch.Tensor | None" = None  # tri, reference: (B, Lc) the condition's non-padding tokens
     weights: list = field(default_factory=list)
 
 
@@ -230,30 +237,63 @@ class CsrModel(PairzooPreTrainedModel):
                 keys = hidden
             scores = torch.einsum("bd,bld->bl", query, keys) * self._scale(self_attention)
             weights = _masked_softmax(scores, route.mask)
-        if self.config.weighting == "random":
-            weights = _masked_softmax(torch.randn_like(weights), route.mask)
         return weights
 
-    def _router_layer(self, t: int, k: int, hidden: torch.Tensor, mask, route: _Route) -> torch.Tensor:
-        """One encoder block with the router: the attention context is re-weighted before the output projection."""
-        layer = self._layers[t]
-        context, _ = layer.attention.self(hidden, attention_mask=mask)
-        weights = self._router_weights(t, k, hidden, route)
-        route.weights.append(weights)
-        factor = weights if self.config.weighting == "only" else 1.0 + weights
-        attention_output = layer.attention.output(context * factor.unsqueeze(-1).to(context.dtype), hidden)
+    def _reference_attention(self, t: int, hidden: torch.Tensor, route: _Route) -> "tuple[torch.Tensor, torch.Tensor]":
+        """Layer `t`'s self-attention over the keys/values `[condition; sentence]` (`router="reference"`).
+
+        Returns the context (B, L, d) and the head-averaged attention of the sentence's first token on the sentence
+        tokens (B, L), both from the probabilities after attention dropout, as the reference code computes them."""
+        self_attention = self._layers[t].attention.self
+        heads, size = self_attention.num_attention_heads, self_attention.attention_head_size
+        batch, length, _ = hidden.shape
+        memory = torch.cat([route.condition_states.to(hidden.dtype), hidden], dim=1)
+
+        def split(x: torch.Tensor) -> torch.Tensor:
+            return x.view(batch, x.shape[1], heads, size).transpose(1, 2)
+
+        query = split(self_attention.query(hidden))
+        keys, values = split(self_attention.key(memory)), split(self_attention.value(memory))
+        key_mask = torch.cat([route.condition_mask, route.mask], dim=1)[:, None, None]
+        probs = _masked_softmax(query @ keys.transpose(-1, -2) / math.sqrt(size), key_mask)
+        probs = self_attention.dropout(probs)
+        context = (probs @ values).transpose(1, 2).reshape(batch, length, heads * size)
+        return context, probs[:, :, 0, route.condition_states.shape[1] :].mean(1)
+
+    @staticmethod
+    def _finish_layer(layer: nn.Module, context: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+        """The rest of an encoder block after its attention context: output projection, residual, feed-forward."""
+        attention_output = layer.attention.output(context, hidden)
         return apply_chunking_to_forward(
             layer.feed_forward_chunk, layer.chunk_size_feed_forward, layer.seq_len_dim, attention_output
         )
 
+    def _router_layer(self, t: int, k: int, hidden: torch.Tensor, mask, route: _Route) -> torch.Tensor:
+        """One encoder block with the router: the attention context is re-weighted before the output projection."""
+        layer = self._layers[t]
+        if self.config.router == "reference":
+            context, weights = self._reference_attention(t, hidden, route)
+        else:
+            context, _ = layer.attention.self(hidden, attention_mask=mask)
+            weights = self._router_weights(t, k, hidden, route)
+        if self.config.weighting == "random":
+            weights = _masked_softmax(torch.randn_like(weights), route.mask)
+        route.weights.append(weights)
+        factor = weights if self.config.weighting == "only" else 1.0 + weights
+        return self._finish_layer(layer, context * factor.unsqueeze(-1).to(context.dtype), hidden)
+
     def _run_from(self, hidden: torch.Tensor, attention_mask: torch.Tensor, start: int, route: _Route) -> torch.Tensor:
-        """Run layers `start` onward, routing in the router layers; returns the last hidden states."""
+        """Run layers `start` onward, routing in the router layers; returns the last hidden states. With
+        `router="reference"` every layer also attends to the condition's states (`route.condition_states`)."""
         if start == len(self._layers):
             return hidden
-        mask = self._layer_mask(hidden, attention_mask)
+        reference = self.config.router == "reference"
+        mask = None if reference else self._layer_mask(hidden, attention_mask)
         for t in range(start, len(self._layers)):
             if t in self.routed_layers:
                 hidden = self._router_layer(t, self.routed_layers.index(t), hidden, mask, route)
+            elif reference:
+                hidden = self._finish_layer(self._layers[t], self._reference_attention(t, hidden, route)[0], hidden)
             else:
                 hidden = self._layers[t](hidden, mask)
         return hidden
@@ -287,6 +327,36 @@ class CsrModel(PairzooPreTrainedModel):
             features = pool_hidden_states(last, attention_mask, self.config.pooling)
         return queries, features
 
+    def _reference_condition(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: "torch.Tensor | None"
+    ) -> "tuple[torch.Tensor, torch.Tensor]":
+        """`router="reference"`: the condition's last hidden states (B, Lc, d), the keys/values every sentence layer
+        reads, and its pooled features (B, d or 0) for the tri-encoder heads."""
+        states = self._hidden_before(input_ids, attention_mask, token_type_ids, len(self._layers))
+        if self.config.tri_head == "none":
+            return states, torch.zeros(input_ids.shape[0], 0, device=input_ids.device)
+        return states, pool_hidden_states(states, attention_mask, self.config.pooling)
+
+    def _positions_after(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, offset: torch.Tensor
+    ) -> torch.Tensor:
+        """Position ids (B, L) of sentences that follow `offset` (B,) condition tokens, in the backbone's numbering
+        (RoBERTa family: from `padding_idx + 1`, padding at `padding_idx`; BERT family: from 0, padding at 0)."""
+        padding_idx = getattr(self.backbone.embeddings, "padding_idx", None)
+        if padding_idx is not None:
+            valid = input_ids.ne(padding_idx).long()
+            positions = (valid.cumsum(1) + offset[:, None]) * valid + padding_idx
+        else:
+            positions = (torch.arange(input_ids.shape[1], device=input_ids.device) + offset[:, None]) * attention_mask
+        limit = self.config.backbone_config.max_position_embeddings
+        if int(positions.max()) >= limit:
+            raise ValueError(
+                f"router='reference' places each sentence after its condition, and a sentence and its condition "
+                f"together need position {int(positions.max())} of a backbone with {limit} position embeddings; "
+                "shorten the texts (max_length)."
+            )
+        return positions
+
     def _tri_head(self, embeddings: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
         """The C-STS tri-encoder fusion of a sentence embedding with its condition embedding."""
         if self.config.tri_head == "hadamard":
@@ -302,10 +372,21 @@ class CsrModel(PairzooPreTrainedModel):
         token_type_ids: "torch.Tensor | None",
         queries: torch.Tensor,
         features: torch.Tensor,
+        condition_mask: "torch.Tensor | None" = None,
     ) -> "tuple[torch.Tensor, list[torch.Tensor]]":
-        start = self._start_layer
-        hidden = self._hidden_before(input_ids, attention_mask, token_type_ids, start)
-        route = _Route(mask=attention_mask, queries=queries)
+        """Embedding of a sentence batch and its router weights. `queries`: the router queries (B, T, d), with
+        `router="reference"` the condition's last hidden states (B, Lc, d) whose padding `condition_mask` marks."""
+        if self.config.router == "reference":
+            start = 0
+            positions = self._positions_after(input_ids, attention_mask, condition_mask.sum(1))
+            hidden = self.backbone.embeddings(
+                input_ids=input_ids, token_type_ids=token_type_ids, position_ids=positions
+            )
+            route = _Route(mask=attention_mask, condition_states=queries, condition_mask=condition_mask)
+        else:
+            start = self._start_layer
+            hidden = self._hidden_before(input_ids, attention_mask, token_type_ids, start)
+            route = _Route(mask=attention_mask, queries=queries)
         hidden = self._run_from(hidden, attention_mask, start, route)
         embeddings = pool_hidden_states(hidden, attention_mask, self.config.pooling)
         return self._tri_head(embeddings, features), route.weights
@@ -327,6 +408,11 @@ class CsrModel(PairzooPreTrainedModel):
             )
         if not bool((condition_mask.sum(1) > 0).all()):
             raise ValueError("every bi-encoder row needs at least one condition token in `condition_mask`.")
+        pool_mask = sentence_mask
+        if self.config.bi_pooling == "all":  # the c-sts form: the tokenizer's pair token types, every token pooled
+            pool_mask = attention_mask
+            if token_type_ids is None and getattr(self.config.backbone_config, "type_vocab_size", 1) > 1:
+                token_type_ids = condition_mask.long()
         route = _Route(
             mask=sentence_mask,
             condition_index=condition_mask.long().argmax(1),
@@ -337,7 +423,7 @@ class CsrModel(PairzooPreTrainedModel):
             hidden = self._run_from(hidden, attention_mask, 0, route)
         else:
             hidden = self._hidden_before(input_ids, attention_mask, token_type_ids, len(self._layers))
-        return pool_hidden_states(hidden, sentence_mask, self.config.pooling), route.weights
+        return pool_hidden_states(hidden, pool_mask, self.config.pooling), route.weights
 
     # ------------------------------------------------------------------------------------------ forward
 
@@ -387,12 +473,17 @@ class CsrModel(PairzooPreTrainedModel):
             if input_ids_3 is not None:
                 if attention_mask_3 is None:
                     attention_mask_3 = torch.ones_like(input_ids_3)
-                queries, features = self._condition_side(input_ids_3, attention_mask_3, token_type_ids_3)
+                side = self._reference_condition if self.config.router == "reference" else self._condition_side
+                queries, features = side(input_ids_3, attention_mask_3, token_type_ids_3)
             else:
                 queries = features = None
-            emb1, w1 = self._tri_sentence(input_ids, attention_mask, token_type_ids, queries, features)
+            emb1, w1 = self._tri_sentence(
+                input_ids, attention_mask, token_type_ids, queries, features, attention_mask_3
+            )
             emb2, w2 = (
-                self._tri_sentence(input_ids_2, attention_mask_2, token_type_ids_2, queries, features)
+                self._tri_sentence(
+                    input_ids_2, attention_mask_2, token_type_ids_2, queries, features, attention_mask_3
+                )
                 if second
                 else (None, None)
             )
@@ -483,6 +574,11 @@ class CsrModel(PairzooPreTrainedModel):
     def _require_tri(self) -> None:
         if self.config.architecture != "tri":
             raise ValueError("caching needs architecture='tri': the bi-encoder reads sentence and condition together.")
+        if self.config.router == "reference":
+            raise ValueError(
+                "caching is not available with router='reference': every layer of its sentence pass attends to the "
+                "condition and its positions follow the condition, so no part of it can be cached."
+            )
 
     @staticmethod
     def _texts(texts, field: str) -> "list[str]":

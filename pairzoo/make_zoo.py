@@ -4,9 +4,7 @@ export each with its model card, and check every export where pairzoo is not ins
 One `pairzoo.train` run per entry of `ZOO` (below), one at a time, each in its own process, into
 `<output_dir>/<entry>/` (checkpoint-free: `metrics.json` and the Hub folder `export/`). A finished entry (its
 `metrics.json` and `export/config.json` exist) is skipped, so an interrupted `make zoo` resumes with the first
-unfinished entry; `--force` retrains. Each finished run prints one progress line. With `--results DIR` (a benchmark
-results folder, default `benchmarks/results/cpu-full` when it exists) each card is re-rendered by
-`python -m pairzoo.hub_cards card` with the benchmark's runs of the same configuration and its baseline's. Then
+unfinished entry; `--force` retrains. Each finished run prints one progress line. Then
 every export is loaded in one fresh process in which `import pairzoo` fails, with each Auto class of its `auto_map`,
 and scores two inputs through the pipeline its card names. `<output_dir>/zoo.json` lists the exports with their dev
 numbers; the same table is printed.

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 from benchmarks.quality import PEER_PROFILES, REPO  # noqa: E402
 from benchmarks.speed_siamese_matcher import format_table as siamese_table  # noqa: E402
 from pairzoo.fileio import write_text_atomic  # noqa: E402
-from pairzoo.hub_cards.results import load_runs, summarise  # noqa: E402
+from pairzoo.hub_cards.results import load_peers, load_runs, summarise  # noqa: E402
 
 # sentence-transformers CrossEncoder numbers on the same MiniLM (issue 22), kept outside the repository, by the clone
 PEERS_LABEL = "../shared/reference/peers_minilm.json"
@@ -98,21 +98,6 @@ def quality_markdown(rows: list[dict]) -> str:
     lines.append("")
     lines.append("'Beyond seed spread': |delta| > std(arm) + std(baseline); unknown with a single seed.")
     return "\n".join(lines)
-
-
-def load_peers(path: Path) -> "dict | None":
-    """The peer file's `cross_encoder` entries by data set, or None when the file is absent."""
-    if not path.is_file():
-        return None
-    try:
-        peers = json.loads(path.read_text())["cross_encoder"]
-    except (json.JSONDecodeError, KeyError, TypeError) as err:
-        raise ValueError(f"peer file {str(path)!r} is not JSON with a 'cross_encoder' object: {err!r}") from err
-    for dataset, entry in peers.items():
-        missing = {"metric", "mean", "std", "seeds"} - set(entry)
-        if missing:
-            raise ValueError(f"peer file {str(path)!r}: cross_encoder[{dataset!r}] lacks {sorted(missing)}.")
-    return peers
 
 
 def _delta(value: float, std: float, base: float, base_std: float, spread_known: bool) -> str:

@@ -109,6 +109,19 @@ COMPARISONS = [
         (Arm("cross-encoder", "cross-encoder"), Arm("seaver", "seaver")),
         ("synthetic",),
     ),
+    # issue 25: SEAVER on its real-data task, the aspect term as the condition, in the official script's set-up
+    # (the c-sts transform on in both arms); alpha 2 is the official code's value, 0 and 3 the paper's others
+    Comparison(
+        "seaver-absa",
+        (
+            Arm("cross-encoder (transform)", "cross-encoder", {"use_transform": True}),
+            Arm("seaver (alpha 2)", "seaver", {"use_transform": True}),
+            Arm("seaver (alpha 0)", "seaver", {"use_transform": True, "alpha": 0.0}),
+            Arm("seaver (alpha 3)", "seaver", {"use_transform": True, "alpha": 3.0}),
+        ),
+        ("absa-restaurants", "absa-laptops"),
+        profiles=PEER_PROFILES,
+    ),
     Comparison(
         "csr-tri",
         (
@@ -213,7 +226,7 @@ COMPARISONS.append(
 )
 
 # Full training-split sizes, for `--list` only (what a run trains on is what `pairzoo.train` loads).
-TRAIN_ROWS = {"stsb": 5749, "sick-e": 4439, "mrpc": 3668, "rte": 2490}
+TRAIN_ROWS = {"stsb": 5749, "sick-e": 4439, "mrpc": 3668, "rte": 2490, "absa-restaurants": 3247, "absa-laptops": 2095}
 
 # Issue 22's required grid: pairzoo's cross-encoder and Comateformer's arms on the peer's three data sets, and ESIM,
 # RE2 and DRCN (with its SFA variants) with none/FA/SFA on SICK-E.
@@ -292,6 +305,8 @@ PROFILES = {
             "stsb": {"num_train_epochs": 1},
             "sick-e": {"num_train_epochs": 2},
             "mrpc": {"num_train_epochs": 2},
+            "absa-restaurants": {"num_train_epochs": 2},
+            "absa-laptops": {"num_train_epochs": 2},
         },
         # (comparison, data sets) in order; each stage runs seed-major before the next starts
         "stages": (
@@ -299,6 +314,7 @@ PROFILES = {
             tuple((f"siamese-{m}", ("sick-e",)) for m in ("bimpm", "cafe", "diin")),
             tuple((f"siamese-{m}", ("mrpc",)) for m in MATCHERS),
             (
+                ("seaver-absa", ("absa-restaurants", "absa-laptops")),
                 ("seaver", ("synthetic",)),
                 ("csr-tri", ("synthetic",)),
                 ("csr-bi", ("synthetic",)),

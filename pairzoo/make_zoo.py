@@ -4,7 +4,10 @@ export each with its model card, and check every export where pairzoo is not ins
 One `pairzoo.train` run per entry of `ZOO` (below), one at a time, each in its own process, into
 `<output_dir>/<entry>/` (checkpoint-free: `metrics.json` and the Hub folder `export/`). A finished entry (its
 `metrics.json` and `export/config.json` exist) is skipped, so an interrupted `make zoo` resumes with the first
-unfinished entry; `--force` retrains. Each finished run prints one progress line. Then
+unfinished entry; `--force` retrains. Each finished run prints one progress line. Each export's card is then
+re-rendered with its own dev numbers in `model-index` and, where the committed benchmark runs of the same recipe
+(`benchmarks/results/cpu-full` for `--profile cpu`, `gpu` for `gpu`) hold its configuration, their comparison with
+the baseline arm and the sentence-transformers peer (`pairzoo.hub_cards.results.update_model_card`). Then
 every export is loaded in one fresh process in which `import pairzoo` fails, with each Auto class of its `auto_map`,
 and scores two inputs through the pipeline its card names. `<output_dir>/zoo.json` lists the exports with their dev
 numbers; the same table is printed.
@@ -90,7 +93,9 @@ ZOO = (
         "seaver-absa-restaurants",
         "seaver",
         "absa-restaurants",
-        why="SemEval-2014 restaurants: the aspect term is the condition (issue 25)",
+        {"use_transform": True},
+        why="SemEval-2014 restaurants, the aspect term as the condition, in the official script's set-up (the c-sts "
+        "transform on, alpha 2) (issue 25)",
     ),
     ZooEntry(
         "csr-bi-synthetic",
@@ -193,6 +198,38 @@ def validate_exports(records: list[dict]) -> None:
         record["example_outputs"] = result["outputs"]
 
 
+# The benchmark profile whose run files (benchmarks/results/<name>/runs) give each export's card its comparison with
+# the baseline arm of the same comparison: the runs of the same recipe.
+BENCHMARK_PROFILES = {"cpu": "cpu-full", "gpu": "gpu"}
+BENCHMARK_RESULTS = REPO / "benchmarks" / "results"
+
+
+def attach_baseline(record: dict, profile: str) -> None:
+    """Re-render the card of `record`'s export with its own dev numbers in `model-index` and, where benchmark runs of
+    its configuration exist under `BENCHMARK_PROFILES[profile]`, their comparison with the baseline arm (and the
+    sentence-transformers peer); `record["baseline"]` gets that comparison's rows (None: no such runs)."""
+    from .hub_cards.results import update_model_card
+
+    name = BENCHMARK_PROFILES[profile]
+    results_dir = BENCHMARK_RESULTS / name
+    record["baseline"] = None
+    if (results_dir / "runs").is_dir():
+        _, baseline = update_model_card(record["export"], results_dir, profile=name, model_index="export")
+        record["baseline"] = None if baseline is None else baseline["rows"]
+
+
+def baseline_summary(record: dict) -> str:
+    """The zoo table's cell for `record["baseline"]`: per data set, the benchmark delta against the baseline arm."""
+    if not record.get("baseline"):
+        return "no benchmark runs of this configuration"
+    return "; ".join(
+        f"{r['dataset']}: {r['arm']}"
+        + (" (the baseline)" if r["delta"] is None else f" {r['delta']:+.2f} vs {r['baseline_arm']}")
+        + f", {r['n']} seed{'s' if r['n'] > 1 else ''}"
+        for r in record["baseline"]
+    )
+
+
 def parse_args(argv: "list[str] | None" = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m pairzoo.make_zoo", description=__doc__.split("\n\n")[0])
     parser.add_argument("--output_dir", default="zoo", help="one folder per entry, and zoo.json")
@@ -263,14 +300,16 @@ def main(argv: "list[str] | None" = None) -> int:
         )
     if args.list:
         return 0
+    for record in records:
+        attach_baseline(record, args.profile)
     validate_exports(records)
     write_text_atomic(output_dir / "zoo.json", json.dumps(records, indent=2) + "\n")
-    print("| export | data set | dev metric | pipeline | loaded without pairzoo |")
-    print("|---|---|---|---|---|")
+    print("| export | data set | dev metric | pipeline | loaded without pairzoo | benchmark against its baseline |")
+    print("|---|---|---|---|---|---|")
     for r in records:
         print(
             f"| {r['entry']} | {r['dataset']} | {r['metric']} {r['value']:.2f} | {r['pipeline']} | "
-            f"{', '.join(r['loaded_without_pairzoo'])} |"
+            f"{', '.join(r['loaded_without_pairzoo'])} | {baseline_summary(r)} |"
         )
     return 0
 

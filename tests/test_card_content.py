@@ -21,7 +21,8 @@ from pairzoo import create_model, load_tokenizer
 from pairzoo.hub_cards import export_model, render_model_card
 from pairzoo.hub_cards.__main__ import main as hub_cards_main
 from pairzoo.hub_cards.export import CARD_INPUTS_FILE, FAMILY_LIMITATIONS
-from pairzoo.hub_cards.push import checked_card
+from pairzoo.hub_cards.push import checked_card, push
+from pairzoo.hub_cards.results import update_model_card
 from pairzoo.registry import get_model_spec, list_models
 from pairzoo.training.cli import main as train_main
 
@@ -150,11 +151,16 @@ def test_each_family_cites_its_paper_in_bibtex_and_minilm_cards_cite_sentence_be
     assert FAMILY_LIMITATIONS[name] in _section(card, "Intended use and limitations")
     citation = _section(card, "Citation")
     entries = _bibtex_entries(citation)
+    if name == "siamese-matcher":  # the SFA paper, then the host network's (ESIM by default)
+        assert [e["key"] for e in entries[1:]] == ["chen2017esim"]
+        assert _plain(entries[1]["title"]) == "Enhanced LSTM for Natural Language Inference"
+        entries = entries[:1]
     assert len(entries) == 1 and entries[0]["author"] and entries[0]["year"].isdigit()
     title = _plain(entries[0]["title"])
     assert title in _plain(spec.paper), (title, spec.paper)
     assert f"({spec.paper})" in card and "issue" not in spec.paper  # a real paper line, not a placeholder
     minilm = _bibtex_entries(_section(render_model_card(model, None, "minilm", "org/repo"), "Citation"))
+    minilm = [e for e in minilm if e["key"] != "chen2017esim"]
     assert [e["key"] for e in minilm] == [entries[0]["key"], "reimers2019sentencebert"]
     assert _plain(minilm[1]["title"]) == "Sentence-BERT: Sentence Embeddings using Siamese BERT-Networks"
     assert "Reimers, Nils and Gurevych, Iryna" == minilm[1]["author"]
@@ -242,6 +248,46 @@ def test_card_results_compares_the_export_with_its_baseline_arm_and_ignores_othe
     assert "| learning_rate | 3e-05 |" in _section(card, "Training")
     assert 'from_pretrained("org/mix"' in card and "Sentence-BERT" not in card
     assert "text-classification" in checked_card(folder, "org/mix")
+
+
+def test_model_index_export_keeps_the_exported_weights_numbers_beside_the_benchmark_comparison(tokenizer, tmp_path):
+    results = _write_runs(tmp_path / "results", _arms("mrpc", [75.0, 76.0], [70.0, 71.0]))
+    model = create_model("comateformer", backbone="tiny-bert", num_labels=2, **MIX)
+    own = [{"dataset": "mrpc", "split": "validation", "metrics": {"accuracy": 73.25}}]
+    folder = export_model(model, tokenizer, tmp_path / "export", eval_results=own)
+    assert hub_cards_main(["card", str(folder), "--results", str(results), "--model-index", "export"]) == 0
+    card = ModelCard.load(folder / "README.md")
+    assert [(r.dataset_type, r.metric_type, r.metric_value) for r in card.data.eval_results] == [
+        ("nyu-mll/glue", "accuracy", 73.25)
+    ]
+    assert "comateformer (mix): 75.50 ± 0.71 (n=2) | plain backbone: 70.50 ± 0.71 (n=2) | +5.00 |" in card.text
+    assert hub_cards_main(["card", str(folder), "--results", str(results)]) == 0  # default: the benchmark means
+    assert [r.metric_value for r in ModelCard.load(folder / "README.md").data.eval_results] == [75.5]
+    bare = export_model(model, tokenizer, tmp_path / "bare")
+    with pytest.raises(ValueError, match=r"pairzoo_card.json.* records no dev results"):
+        update_model_card(bare, results, model_index="export")
+
+
+def test_push_records_the_repo_id_so_a_later_card_render_keeps_it(tokenizer, tmp_path, monkeypatch):
+    uploaded = []
+
+    class FakeApi:
+        def create_repo(self, repo_id, private, exist_ok):
+            uploaded.append(repo_id)
+
+        def upload_folder(self, folder_path, repo_id, commit_message):
+            uploaded.append(json.loads((Path(folder_path) / CARD_INPUTS_FILE).read_text())["repo_id"])
+
+    monkeypatch.setattr(huggingface_hub, "HfApi", FakeApi)
+    monkeypatch.setattr(huggingface_hub.constants, "is_offline_mode", lambda: False)
+    model = create_model("comateformer", backbone="tiny-bert", num_labels=2, **MIX)
+    folder = export_model(model, tokenizer, tmp_path / "export", repo_id="org/old")
+    push(folder, "org/new")
+    assert uploaded == ["org/new", "org/new"]
+    results = _write_runs(tmp_path / "results", _arms("mrpc", [75.0, 76.0], [70.0, 71.0]))
+    assert hub_cards_main(["card", str(folder), "--results", str(results)]) == 0
+    card = (folder / "README.md").read_text()
+    assert 'from_pretrained("org/new"' in card and "org/old" not in card
 
 
 def test_several_profiles_need_a_choice_and_the_chosen_one_is_used(tokenizer, tmp_path, capsys):

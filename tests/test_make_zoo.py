@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from huggingface_hub import ModelCard
 
 from pairzoo import make_zoo
 from pairzoo.make_zoo import PEER_RECIPE, ZOO, ZooEntry, entry_args
@@ -35,8 +36,37 @@ def test_every_method_has_one_entry_with_the_peer_recipe_or_its_own_schedule():
     assert entry_args(by_name["cross-encoder-stsb"], "gpu")["num_train_epochs"] == 3
 
 
+def _bench_run(arm: str, baseline: bool, overrides: dict, seed: int, value: float) -> dict:
+    """A run file of the cross-encoder on synthetic (tiny-bert, cpu-full), as benchmarks/quality.py writes one."""
+    return {
+        "comparison": "tiny",
+        "arm": arm,
+        "baseline": baseline,
+        "model": "cross-encoder",
+        "config_overrides": overrides,
+        "dataset": "synthetic",
+        "split": "validation",
+        "seed": seed,
+        "profile": "cpu-full",
+        "backbone": "tiny-bert",
+        "train_args": {"num_train_epochs": 1},
+        "metrics": {"validation_spearman": value},
+        "wall_seconds": 1.0,
+        "hardware": {"cuda": None, "cpu_count": 2, "torch_threads": 1},
+        "git_commit": "0123456789ab",
+    }
+
+
 def test_a_tiny_zoo_trains_exports_validates_without_pairzoo_and_resumes(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(make_zoo, "ZOO", (TINY,))
+    # committed benchmark runs of the entry's configuration (mean pooling) and of its baseline arm (cls pooling)
+    runs = tmp_path / "bench" / "cpu-full" / "runs"
+    runs.mkdir(parents=True)
+    for seed, (method, base) in enumerate([(40.0, 30.0), (42.0, 31.0)]):
+        (runs / f"m{seed}.json").write_text(json.dumps(_bench_run("mean", False, {"pooling": "mean"}, seed, method)))
+        (runs / f"b{seed}.json").write_text(json.dumps(_bench_run("cls", True, {"pooling": "cls"}, seed, base)))
+    monkeypatch.setattr(make_zoo, "BENCHMARK_RESULTS", tmp_path / "bench")
+    tmp_path = tmp_path / "zoo"
     argv = ["--output_dir", str(tmp_path), "--backbone", "tiny-bert"]
     assert make_zoo.main(argv) == 0
     first = capsys.readouterr().out
@@ -47,6 +77,13 @@ def test_a_tiny_zoo_trains_exports_validates_without_pairzoo_and_resumes(tmp_pat
     assert record["metric"] == "spearman" and record["pipeline"] == "conditional-similarity"
     assert "AutoModel" in record["loaded_without_pairzoo"]
     assert len(record["example_outputs"]) == 2 and all("score" in o for o in record["example_outputs"])
+    # the card: this export's own dev number in model-index, the benchmark comparison with the baseline arm beside it
+    assert [(r["arm"], r["baseline_arm"], r["delta"]) for r in record["baseline"]] == [("mean", "cls", 10.5)]
+    assert "mean +10.50 vs cls, 2 seeds" in first
+    card = ModelCard.load(tmp_path / TINY.name / "export" / "README.md")
+    spearman = {r.metric_type: r.metric_value for r in card.data.eval_results}["spearmanr"]
+    assert spearman == pytest.approx(record["value"], abs=0.01)
+    assert "| mean: 41.00 ± 1.41 (n=2) | cls: 30.50 ± 0.71 (n=2) | +10.50 |" in card.text
     metrics_file = tmp_path / TINY.name / "metrics.json"
     written = metrics_file.stat().st_mtime_ns
     assert make_zoo.main(argv) == 0  # resumes: the finished entry is not trained again

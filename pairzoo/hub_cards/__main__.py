@@ -1,6 +1,7 @@
 """`python -m pairzoo.hub_cards push FOLDER ORG/NAME [--dry-run]`; `python -m pairzoo.hub_cards card FOLDER --results
-DIR [--profile NAME] [--peers FILE]` re-renders an export's model card with the benchmark results measured for its
-configuration and their comparison with the baseline arm (and the sentence-transformers peer, when FILE exists)."""
+DIR [--profile NAME] [--peers FILE] [--model-index {benchmark,export}]` re-renders an export's model card with the
+benchmark results measured for its configuration and their comparison with the baseline arm (and the
+sentence-transformers peer, when FILE exists)."""
 
 import argparse
 import sys
@@ -34,11 +35,20 @@ def main(argv: "list[str] | None" = None) -> int:
         help="sentence-transformers peer numbers for the baseline table (default ../shared/reference/"
         "peers_minilm.json beside the repository; a missing file leaves the peer column out)",
     )
+    card_parser.add_argument(
+        "--model-index",
+        choices=("benchmark", "export"),
+        default="benchmark",
+        help="model-index numbers: the benchmark arm's means over seeds (default), or the dev numbers the export "
+        "recorded for its own weights",
+    )
     args = parser.parse_args(argv)
     try:
         if args.command == "card":
-            results = update_model_card(args.folder, args.results, args.base_model, args.profile, args.peers)
-            print(f"{args.folder}/README.md: {len(results)} benchmark result(s) in model-index")
+            results, _ = update_model_card(
+                args.folder, args.results, args.base_model, args.profile, args.peers, args.model_index
+            )
+            print(f"{args.folder}/README.md: {len(results)} {args.model_index} result(s) in model-index")
             return 0
         push(args.folder, args.repo_id, dry_run=args.dry_run, private=args.private)
     except (OSError, ValueError) as err:  # a bad folder or argument, or the Hub unreachable (offline, network, auth)

@@ -63,6 +63,46 @@ SENTENCE_BERT_CITATION = """@inproceedings{reimers2019sentencebert,
                International Joint Conference on Natural Language Processing (EMNLP-IJCNLP)},
   year = {2019}
 }"""
+# The host networks of the Siamese matcher (`SiameseMatcherConfig.matcher`), cited beside the SFA paper.
+HOST_CITATIONS = {
+    "esim": """@inproceedings{chen2017esim,
+  title = {Enhanced {LSTM} for Natural Language Inference},
+  author = {Chen, Qian and Zhu, Xiaodan and Ling, Zhen-Hua and Wei, Si and Jiang, Hui and Inkpen, Diana},
+  booktitle = {Proceedings of the 55th Annual Meeting of the Association for Computational Linguistics},
+  year = {2017}
+}""",
+    "re2": """@inproceedings{yang2019re2,
+  title = {Simple and Effective Text Matching with Richer Alignment Features},
+  author = {Yang, Runqi and Zhang, Jianhai and Gao, Xing and Ji, Feng and Chen, Haiqing},
+  booktitle = {Proceedings of the 57th Annual Meeting of the Association for Computational Linguistics},
+  year = {2019}
+}""",
+    "bimpm": """@inproceedings{wang2017bimpm,
+  title = {Bilateral Multi-Perspective Matching for Natural Language Sentences},
+  author = {Wang, Zhiguo and Hamza, Wael and Florian, Radu},
+  booktitle = {Proceedings of the Twenty-Sixth International Joint Conference on Artificial Intelligence},
+  year = {2017}
+}""",
+    "cafe": """@inproceedings{tay2018cafe,
+  title = {Compare, Compress and Propagate: Enhancing Neural Architectures with Alignment Factorization for Natural
+           Language Inference},
+  author = {Tay, Yi and Tuan, Luu Anh and Hui, Siu Cheung},
+  booktitle = {Proceedings of the 2018 Conference on Empirical Methods in Natural Language Processing},
+  year = {2018}
+}""",
+    "diin": """@inproceedings{gong2018diin,
+  title = {Natural Language Inference over Interaction Space},
+  author = {Gong, Yichen and Luo, Heng and Zhang, Jian},
+  booktitle = {International Conference on Learning Representations},
+  year = {2018}
+}""",
+    "drcn": """@inproceedings{kim2019drcn,
+  title = {Semantic Sentence Matching with Densely-Connected Recurrent and Co-Attentive Information},
+  author = {Kim, Seonhoon and Kang, Inho and Kwak, Nojun},
+  booktitle = {Proceedings of the AAAI Conference on Artificial Intelligence},
+  year = {2019}
+}""",
+}
 # One sentence per family on what it cannot do, from how it is built (the card adds the data and label-scale ones).
 FAMILY_LIMITATIONS = {
     "cross-encoder": "Scores each input jointly in one encoder pass: nothing can be cached, so scoring one sentence "
@@ -295,6 +335,8 @@ def render_model_card(
         training=training,
         versions=versions or framework_versions(),
         citation=spec.citation,
+        host=getattr(config, "matcher", None),
+        host_citation=HOST_CITATIONS.get(getattr(config, "matcher", None)),
         backbone_citation=SENTENCE_BERT_CITATION if data.base_model == HUB_BACKBONES["minilm"] else None,
     )
 
@@ -333,8 +375,8 @@ def export_model(
     `check_eval_results` before anything is written). `training` is the run's recipe (data set, epochs, batch
     sizes, learning rate, warmup, weight decay, max length, seed, ...; checked by `check_training` before anything is
     written), shown in the card's Training section; without it the card says the recipe was not recorded.
-    `CARD_INPUTS_FILE` keeps the card's inputs (repo id, task, base model, training recipe and the framework versions
-    measured now), so `python -m pairzoo.hub_cards card` re-renders the card without losing them.
+    `CARD_INPUTS_FILE` keeps the card's inputs (repo id, task, base model, training recipe, the framework versions
+    measured now and `eval_results`), so `python -m pairzoo.hub_cards card` re-renders the card without losing them.
     """
     output_dir = Path(output_dir)
     if output_dir.exists() and not overwrite:
@@ -364,6 +406,7 @@ def export_model(
             "base_model": base_model,
             "training": training,
             "versions": framework_versions(),
+            "eval_results": check_eval_results(eval_results),
         }
         (tmp / CARD_INPUTS_FILE).write_text(json.dumps(inputs, indent=2) + "\n")
         card = render_model_card(model, eval_results, base_model, repo_id, task, training, inputs["versions"])
@@ -406,6 +449,21 @@ def export_config_entries(spec: ModelSpec) -> dict:
     if "AutoModelForSequenceClassification" in auto_map:
         entries["sentence_transformers"] = {"activation_fn": CROSS_ENCODER_ACTIVATION}
     return entries
+
+
+def read_card_inputs(folder: Path) -> dict:
+    """What an export recorded of its card's inputs (`CARD_INPUTS_FILE`; `{}` for an export without the file); a file
+    that is not a JSON object is a ValueError naming it."""
+    path = folder / CARD_INPUTS_FILE
+    if not path.is_file():
+        return {}
+    try:
+        inputs = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{str(path)!r} is not valid JSON: {err}") from err
+    if not isinstance(inputs, dict):
+        raise ValueError(f"{str(path)!r} must hold a JSON object, got {type(inputs).__name__}.")
+    return inputs
 
 
 def _pickle_files(folder: Path) -> list[str]:

@@ -1,11 +1,12 @@
 """Upload an export folder to the Hugging Face Hub (`--dry-run` lists what would be sent, offline)."""
 
+import json
 import os
 import re
 from pathlib import Path
 
 from ..fileio import write_text_atomic
-from .export import verify_export
+from .export import CARD_INPUTS_FILE, read_card_inputs, verify_export
 
 _SNIPPET_REPO = re.compile(r'(\.from_pretrained\(|model=)"[^"]*"')
 
@@ -42,7 +43,8 @@ def push(folder: "str | os.PathLike", repo_id: str, dry_run: bool = False, priva
     """Upload `folder` to `repo_id`; returns the relative paths sent (or that would be sent with `dry_run`).
 
     The folder and its card are checked first (`verify_export`, `checked_card`), and the card's usage snippet is
-    rewritten to name `repo_id` just before an upload (`dry_run` only says so); in offline mode an upload is an
+    rewritten to name `repo_id` just before an upload (`dry_run` only says so), as is the repo id the export recorded
+    (`CARD_INPUTS_FILE`), so a later `card` re-render keeps it; in offline mode an upload is an
     `OfflineModeIsEnabled` error (a `ConnectionError`) before any request is made or anything is written.
     """
     if not isinstance(repo_id, str) or repo_id.count("/") != 1 or not all(repo_id.split("/")):
@@ -66,6 +68,9 @@ def push(folder: "str | os.PathLike", repo_id: str, dry_run: bool = False, priva
             "(dry_run=True)."
         )
     write_text_atomic(folder / "README.md", card)
+    inputs = read_card_inputs(folder)
+    if inputs:
+        write_text_atomic(folder / CARD_INPUTS_FILE, json.dumps({**inputs, "repo_id": repo_id}, indent=2) + "\n")
     api = HfApi()
     api.create_repo(repo_id, private=private, exist_ok=True)
     api.upload_folder(folder_path=str(folder), repo_id=repo_id, commit_message="Upload pairzoo export")

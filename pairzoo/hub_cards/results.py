@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..fileio import write_text_atomic
 from ..registry import get_model_spec, list_models
-from .export import CARD_INPUTS_FILE, backbone_name, render_model_card
+from .export import CARD_INPUTS_FILE, backbone_name, read_card_inputs, render_model_card
 
 # Metrics reported beside the main one when a run has them: the [MASK] expressiveness of neighbor attention (issue 7)
 # on the run's own dev split and, for models trained on SICK-E, on e-SNLI dev.
@@ -247,12 +247,19 @@ def update_model_card(
     base_model: "str | None" = None,
     profile: "str | None" = None,
     peers_path: "str | Path | None" = PEERS_PATH,
-) -> list[dict]:
-    """Re-render the model card (README.md) of an export folder with the benchmark results of the arm that describes
-    its model (see `eval_results_for`) in `model-index`, and its comparison with the baseline arm (and the peer in
-    `peers_path`, when the file exists) under "Intended use and limitations" (`baseline_comparison`); the repo id,
-    task, base model, training recipe and framework versions the export recorded (`CARD_INPUTS_FILE`) are kept. The
-    card is replaced atomically. Returns the results written to `model-index`."""
+    model_index: str = "benchmark",
+) -> "tuple[list[dict], dict | None]":
+    """Re-render the model card (README.md) of an export folder with the comparison of the benchmark arm that
+    describes its model (see `eval_results_for`) with the baseline arm (and the peer in `peers_path`, when the file
+    exists) under "Intended use and limitations" (`baseline_comparison`); the repo id, task, base model, training
+    recipe and framework versions the export recorded (`CARD_INPUTS_FILE`) are kept. The card is replaced
+    atomically. Returns the results written to `model-index` and the baseline comparison (None: none attached).
+
+    `model_index`: `"benchmark"` puts the describing arm's means over seeds into `model-index`; `"export"` keeps the
+    dev numbers measured for these very weights when they were exported (`export_model(eval_results=...)`, recorded
+    in `CARD_INPUTS_FILE`; an export without them is a ValueError), as `make zoo` does for its one-seed exports."""
+    if model_index not in ("benchmark", "export"):
+        raise ValueError(f"`model_index` must be 'benchmark' or 'export', got {model_index!r}.")
     folder = Path(folder)
     config_path = folder / "config.json"
     if not config_path.is_file():
@@ -262,13 +269,18 @@ def update_model_card(
     spec = next((s for s in specs if s.config_class.model_type == config.get("model_type")), None)
     if spec is None:
         raise ValueError(f"{str(config_path)!r}: model_type {config.get('model_type')!r} is not a pairzoo model.")
-    inputs = _card_inputs(folder)
+    inputs = read_card_inputs(folder)
+    if model_index == "export" and not inputs.get("eval_results"):
+        raise ValueError(
+            f"{str(folder / CARD_INPUTS_FILE)!r} records no dev results of the exported weights (`eval_results`): "
+            "use model_index='benchmark'."
+        )
     load_runs(Path(results_dir))  # a missing or broken results folder fails before the model is loaded
     model = spec.model_class.from_pretrained(folder)
     # transformers 5's `to_dict` leaves `num_labels` out (it is derived from `id2label`); the arm's kind needs it
     config = {**model.config.to_dict(), "num_labels": model.config.num_labels}
     query = (Path(results_dir), spec.name, config, backbone_name(model), profile)
-    results = eval_results_for(*query)
+    results = eval_results_for(*query) if model_index == "benchmark" else inputs["eval_results"]
     baseline = baseline_comparison(*query, None if peers_path is None else Path(peers_path))
     card = render_model_card(
         model,
@@ -281,21 +293,7 @@ def update_model_card(
         baseline=baseline,
     )
     write_text_atomic(folder / "README.md", card)
-    return results
-
-
-def _card_inputs(folder: Path) -> dict:
-    """What the export recorded of its card's inputs (`CARD_INPUTS_FILE`; `{}` for an export without the file)."""
-    path = folder / CARD_INPUTS_FILE
-    if not path.is_file():
-        return {}
-    try:
-        inputs = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{str(path)!r} is not valid JSON: {err}") from err
-    if not isinstance(inputs, dict):
-        raise ValueError(f"{str(path)!r} must hold a JSON object, got {type(inputs).__name__}.")
-    return inputs
+    return results, baseline
 
 
 __all__ = [

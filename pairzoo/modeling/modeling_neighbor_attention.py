@@ -1,5 +1,5 @@
-"""Neighbor attention on a frozen masked-language-model encoder (issue 7's seed paper: "Learning expressive sentence
-representations ... via neighbor attention"). No public code exists; this file is the reference implementation.
+"""Neighbor attention on a frozen masked-language-model encoder (Bai, Shang, Sun, Balasubramanian 2022: "Learning for
+Expressive Task-Related Sentence Representations"). No public code exists; this file is the reference implementation.
 
 Task formulation (paper eq. 1, 4). `encode_neighbor_attention_inputs` writes
 `[CLS] [MASK]' Y1 or Y2 or ... or Yp of [MASK] [SEP] [MASK]' x1 [SEP] [MASK]' x2 [SEP]` with the tokenizer's own

@@ -80,11 +80,11 @@ class ComateformerConfig(LabelledConfig):
       fine-tuning learning rate (2e-5, a few hundred steps) a plain g could not move past about 0.01 and the mix would
       stay the backbone; `mix_scale` multiplies that speed.
       Measured (MiniLM, the sentence-transformers peer's recipe, dev, `benchmarks/quality.py --profile cpu-full`,
-      docs/results.md): against the plain backbone, mix is +0.71 accuracy on SICK-E (2 seeds, beyond the seed
-      spread), +0.00 on MRPC (2 seeds) and -0.73 Spearman on STS-B (3 seeds); `mix_scale=10` is -0.53 on STS-B
+      docs/results.md, seeds 0-2): against the plain backbone, mix is -0.14 accuracy on SICK-E, -1.06 on MRPC and
+      -0.73 Spearman on STS-B, each within the summed seed std; `mix_scale=10` is -0.53 on STS-B
       although its gates end below 0.007 in absolute value (the model stays within 1% of the backbone): a gap that
       size with the gates near zero points to run-to-run noise (plain's seed std is 0.46) rather than to the combined
-      heads (not tested further). The paper's form (`"paper"`) loses 2-10 points on all three.
+      heads (not tested further). The paper's form (`"paper"`) loses 2.8-10 points on all three (seeds 0-2).
     - `key_normalization="count"`: M divided by the number of valid keys of its row (output = the mean of the
       gated values instead of their sum), so C no longer grows with the length (with the paper's nearly closed
       gate C is then 0.0002-0.01x S on MiniLM: pair it with an open gate, `center_difference` or `gate_bias`);

@@ -127,6 +127,16 @@ COMPARISONS = [
         (
             Arm("tri-encoder (hadamard)", "csr", {**CSR_TRI, "use_router": False, "tri_head": "hadamard"}),
             Arm("tri-encoder + router", "csr", CSR_TRI),
+            # issue 25: the router with a condition head too, in the last 3 of MiniLM's 6 layers (the paper's Fig. 4a
+            # sweeps the last 1-4), and the reference code's reading
+            Arm("tri-encoder (hadamard) + router", "csr", {**CSR_TRI, "tri_head": "hadamard"}, profiles=PEER_PROFILES),
+            Arm(
+                "tri-encoder (hadamard) + router (last 3 layers)",
+                "csr",
+                {**CSR_TRI, "tri_head": "hadamard", "router_layers": [3, 4, 5]},
+                profiles=PEER_PROFILES,
+            ),
+            Arm("tri-encoder + router (reference)", "csr", {**CSR_TRI, "router": "reference"}, profiles=PEER_PROFILES),
         ),
         ("synthetic",),
     ),
@@ -135,6 +145,13 @@ COMPARISONS = [
         (
             Arm("bi-encoder", "csr", {**CSR_BI, "use_router": False}),
             Arm("bi-encoder + router", "csr", CSR_BI),
+            # issue 25: the c-sts bi-encoder form (every token pooled, token type 1 on the condition)
+            Arm(
+                "bi-encoder (c-sts form)",
+                "csr",
+                {**CSR_BI, "use_router": False, "bi_pooling": "all"},
+                profiles=PEER_PROFILES,
+            ),
         ),
         ("synthetic",),
     ),

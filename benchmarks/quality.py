@@ -118,6 +118,9 @@ COMPARISONS = [
             Arm("seaver (alpha 2)", "seaver", {"use_transform": True}),
             Arm("seaver (alpha 0)", "seaver", {"use_transform": True, "alpha": 0.0}),
             Arm("seaver (alpha 3)", "seaver", {"use_transform": True, "alpha": 3.0}),
+            # the paper's Random-Augmentation ablation: the same extra path, blocks between two random parts instead
+            # of sentence and condition; a control for whether the condition is what helps
+            Arm("seaver (random reweighting)", "seaver", {"use_transform": True, "reweighting_source": "random"}),
         ),
         ("absa-restaurants", "absa-laptops"),
         profiles=PEER_PROFILES,

@@ -203,7 +203,11 @@ def test_speed_ratios_are_against_the_baseline_arm(tmp_path):
         base = row["seconds"]["bi-encoder"]
         assert row["ratio"] == {k: pytest.approx(v / base) for k, v in row["seconds"].items()}
     assert result["latency"][-1]["peak_extra_mib"]["bi-encoder"] > 0
-    assert result["trainable_fraction"] == {"bi-encoder": 1.0, "bi-encoder + router": 1.0}
+    assert result["trainable_fraction"] == {
+        "bi-encoder": 1.0,
+        "bi-encoder + router": 1.0,
+        "bi-encoder (c-sts form)": 1.0,
+    }
     assert json.loads((tmp_path / "speed.json").read_text())["comparisons"]["csr-bi"]["baseline"] == "bi-encoder"
 
 
@@ -216,6 +220,7 @@ def test_every_benchmark_arm_runs_on_the_speed_batch_of_its_input_format():
             # defaults that need more than tiny-bert's 2 layers
             tiny = {"comateformer": {"combined_layers": [0], "combined_head_fraction": 0.5}}
             tiny["neighbor-attention"] = {"neighbor_layers": [0]}
+            tiny["csr"] = {"router_layers": [1]} if "router_layers" in arm.overrides else {}
             arm = dataclasses.replace(arm, overrides={**arm.overrides, **tiny.get(arm.model, {})})
             model = speed.build(arm, "tiny-bert")
             with torch.inference_mode():

@@ -22,7 +22,7 @@ from huggingface_hub import EvalResult, ModelCardData
 from safetensors.torch import load_file
 from transformers import PreTrainedModel
 
-from ..fileio import give_plain_modes, make_temporary_folder, temporary_sibling
+from ..fileio import give_plain_modes, make_temporary_folder, temporary_sibling, write_text_atomic
 from ..modeling.common import non_finite_tensors
 from ..pipelines import PIPELINES, ConditionalSimilarityPipeline
 from ..registry import ModelSpec, spec_for_model
@@ -304,6 +304,7 @@ def render_model_card(
         labels = ", ".join(map(str, (config.id2label or {}).values()))
         limitations.append(f"Predicts one of its {config.num_labels} training classes ({labels}), whatever the input.")
     limitations.append(FAMILY_LIMITATIONS[spec.name])
+    host = getattr(config, "matcher", None)  # the Siamese matcher's host network
     template = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent), keep_trailing_newline=True)
     return template.get_template("model_card_template.md").render(
         metadata_yaml=data.to_yaml() + "\n",
@@ -335,8 +336,8 @@ def render_model_card(
         training=training,
         versions=versions or framework_versions(),
         citation=spec.citation,
-        host=getattr(config, "matcher", None),
-        host_citation=HOST_CITATIONS.get(getattr(config, "matcher", None)),
+        host=host,
+        host_citation=HOST_CITATIONS.get(host),
         backbone_citation=SENTENCE_BERT_CITATION if data.base_model == HUB_BACKBONES["minilm"] else None,
     )
 
@@ -408,7 +409,7 @@ def export_model(
             "versions": framework_versions(),
             "eval_results": check_eval_results(eval_results),
         }
-        (tmp / CARD_INPUTS_FILE).write_text(json.dumps(inputs, indent=2) + "\n")
+        write_card_inputs(tmp, inputs)
         card = render_model_card(model, eval_results, base_model, repo_id, task, training, inputs["versions"])
         (tmp / "README.md").write_text(card)
         pickles = _pickle_files(tmp)
@@ -449,6 +450,11 @@ def export_config_entries(spec: ModelSpec) -> dict:
     if "AutoModelForSequenceClassification" in auto_map:
         entries["sentence_transformers"] = {"activation_fn": CROSS_ENCODER_ACTIVATION}
     return entries
+
+
+def write_card_inputs(folder: Path, inputs: dict) -> None:
+    """Write `inputs` as the export's `CARD_INPUTS_FILE` (atomically)."""
+    write_text_atomic(folder / CARD_INPUTS_FILE, json.dumps(inputs, indent=2) + "\n")
 
 
 def read_card_inputs(folder: Path) -> dict:

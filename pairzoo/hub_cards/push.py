@@ -1,12 +1,11 @@
 """Upload an export folder to the Hugging Face Hub (`--dry-run` lists what would be sent, offline)."""
 
-import json
 import os
 import re
 from pathlib import Path
 
 from ..fileio import write_text_atomic
-from .export import CARD_INPUTS_FILE, read_card_inputs, verify_export
+from .export import read_card_inputs, verify_export, write_card_inputs
 
 _SNIPPET_REPO = re.compile(r'(\.from_pretrained\(|model=)"[^"]*"')
 
@@ -70,7 +69,7 @@ def push(folder: "str | os.PathLike", repo_id: str, dry_run: bool = False, priva
     write_text_atomic(folder / "README.md", card)
     inputs = read_card_inputs(folder)
     if inputs:
-        write_text_atomic(folder / CARD_INPUTS_FILE, json.dumps({**inputs, "repo_id": repo_id}, indent=2) + "\n")
+        write_card_inputs(folder, {**inputs, "repo_id": repo_id})
     api = HfApi()
     api.create_repo(repo_id, private=private, exist_ok=True)
     api.upload_folder(folder_path=str(folder), repo_id=repo_id, commit_message="Upload pairzoo export")

@@ -1,4 +1,4 @@
-"""Quality benchmark: every method against its own config-off baseline, same budget and hyper-parameters, 3+ seeds.
+r"""Quality benchmark: every method against its own config-off baseline, same budget and hyper-parameters, 3+ seeds.
 
 Each (comparison, arm, data set, seed) is one `pairzoo.train` run; its result is written, atomically, as one JSON file
 under `<output_dir>/runs/` (config, seed, metrics, wall time, hardware, package versions, git commit). Existing files
@@ -21,16 +21,20 @@ Profiles:
   rate 1e-4, batch 32, length 64, the budget at which the cross-encoder learns it); seeds 0-2, in this process. Its
   runs come in `stages` (issue 22's required grid first, then the other Siamese hosts, MRPC, the other methods), each
   stage seed-major, so a partial grid has every arm on the same seeds.
-- `gpu`: issue 22's required grid at 3 epochs, 5 seeds, batch 32, bf16 when CUDA is available, in one command on
-  one GPU (the comment above `PROFILES["gpu"]` estimates 21 minutes on one H100).
+- `gpu`: in one command on one GPU, batch 32, 3 epochs, bf16 when CUDA is available, in stages: issue 22's required
+  grid on seeds 0-4; then issue 25's conditional comparisons (`seaver` and both CSR comparisons on synthetic at
+  `cpu-full`'s synthetic budget, `seaver-absa` on both ABSA domains) and issue 23's neighbor attention on SICK-E at
+  the paper's 5 epochs (`comparison_args`), these two stages on seeds 0-2 (`stage_seeds`). The comment above
+  `PROFILES["gpu"]` estimates 24 + 19 + 9 minutes on one H100.
 
 Training arguments of a run, later ones winning: the profile's `args`, its `dataset_args` for the run's data set,
-the comparison's `train_args`, the arm's `train_args` (then, on CUDA, the profile's `cuda_args`). So a method whose
-paper trains it differently (the Siamese hosts: learning rate 1e-3, 3 epochs) keeps its own schedule under every
-profile, and only the models without one take the peer's per-data-set epochs. An arm or comparison with `profiles`
-runs only in those profiles, so issue 22's arms leave the older profiles' run ids as they were. An arm whose
-config overrides its model's config does not take (an option not in this checkout) is refused before anything
-trains, since the config would keep it as an inert attribute; `--list` names such arms.
+its `comparison_args` for the run's comparison, the comparison's `train_args`, the arm's `train_args` (then, on CUDA,
+the profile's `cuda_args`). So a method whose paper trains it differently (the Siamese hosts: learning rate 1e-3,
+3 epochs) keeps its own schedule under every profile, and only the models without one take the peer's per-data-set
+epochs. An arm or comparison with `profiles` runs only in those profiles, so issue 22's arms leave the older
+profiles' run ids as they were. An arm whose config overrides its model's config does not take (an option not in
+this checkout) is refused before anything trains, since the config would keep it as an inert attribute; `--list`
+names such arms.
 
 Neighbor attention's runs also score the decoded [MASK] state (Recall@20, Precision@20; `expressiveness_metrics`) on
 their dev split and, when trained on SICK-E, on the first `esnli_rows` e-SNLI dev rows of the profile (200, 1,000,
@@ -42,6 +46,19 @@ all); the report lists these as extra rows next to accuracy.
     python benchmarks/quality.py --profile cpu-full --only comateformer --datasets stsb --seeds 0 --max_runs 2
     python benchmarks/quality.py --profile cpu-full --only comateformer --arms "plain backbone" "comateformer (mix)"
     python benchmarks/quality.py --profile gpu
+
+The GPU profile's WN18RR link prediction (CSR; issue 25) runs through `pairzoo.train_kg`, not this script: tri-encoder
+with router, tri-encoder (hadamard) without, bi-encoder, seeds 0-2, 1,000 steps of batch 256 (about 1.5 epochs of the
+173,670 training rows with their inverses), all 3,034 dev triples; about 1.5 minutes a run, 14 for the 9 (not
+measured). Resumable (a run with a `metrics.json` is skipped); then
+`python benchmarks/report.py benchmarks/results/gpu --kg_dir benchmarks/results/gpu-kg` adds their table:
+
+    for s in 0 1 2; do for arm in 'tri-router {"architecture":"tri"}' \
+        'tri-hadamard {"architecture":"tri","use_router":false,"tri_head":"hadamard"}' \
+        'bi {"architecture":"bi","use_router":false}'; do set -- $arm; d=benchmarks/results/gpu-kg/$1__seed$s
+      [ -f $d/metrics.json ] || { mkdir -p $d; python -m pairzoo.train_kg --model csr --backbone minilm --bf16 \
+        --config_overrides "$2" --batch_size 256 --max_length 64 --max_steps 1000 --eval_queries 3034 \
+        --export False --seed $s --output_dir $d > $d/run.log 2>&1; }; done; done
 """
 
 import argparse
@@ -248,8 +265,9 @@ COMPARISONS.append(
     )
 )
 
-# Full training-split sizes, for `--list` only (what a run trains on is what `pairzoo.train` loads).
-TRAIN_ROWS = {"stsb": 5749, "sick-e": 4439, "mrpc": 3668, "rte": 2490, "absa-restaurants": 3247, "absa-laptops": 2095}
+# Full training-split sizes, for `--list` only (what a run trains on is what `pairzoo.train` loads); ABSA's are the
+# seeded 90% of its training file (conflict rows dropped) that `pairzoo.train` trains on.
+TRAIN_ROWS = {"stsb": 5749, "sick-e": 4439, "mrpc": 3668, "rte": 2490, "absa-restaurants": 3242, "absa-laptops": 2082}
 
 # Issue 22's required grid: pairzoo's cross-encoder and Comateformer's arms on the peer's three data sets, and ESIM,
 # RE2 and DRCN (with its SFA variants) with none/FA/SFA on SICK-E.
@@ -279,6 +297,23 @@ PEER_TRAINING = {
     "warmup_steps": 0.1,
     "weight_decay": 0.01,
 }
+# issue 25: the budget at which the cross-encoder learns the synthetic task (dev Spearman 85.07 after half an epoch,
+# 87.32 after one; with 8,000 rows x 3 epochs at this rate it stalls near 50)
+SYNTHETIC_TRAINING = {
+    "synthetic_train_size": 24000,
+    "num_train_epochs": 1,
+    "learning_rate": 1e-4,
+    "per_device_train_batch_size": 32,
+    "max_length": 64,
+}
+# Issue 25's conditional comparisons and issue 23's neighbor attention on SICK-E, as (comparison, data sets) pairs.
+ISSUE25_COMPARISONS = (
+    ("seaver-absa", ("absa-restaurants", "absa-laptops")),
+    ("seaver", ("synthetic",)),
+    ("csr-tri", ("synthetic",)),
+    ("csr-bi", ("synthetic",)),
+)
+ISSUE23_COMPARISONS = (("neighbor-attention", ("sick-e",)),)
 PROFILES = {
     "cpu-small": {
         "backbone": "minilm",
@@ -330,43 +365,48 @@ PROFILES = {
             "mrpc": {"num_train_epochs": 2},
             "absa-restaurants": {"num_train_epochs": 2},
             "absa-laptops": {"num_train_epochs": 2},
-            # issue 25: the budget at which the cross-encoder learns the synthetic task (dev Spearman 85.07 after
-            # half an epoch, 87.32 after one; with 8,000 rows x 3 epochs at this rate it stalls near 50)
-            "synthetic": {
-                "synthetic_train_size": 24000,
-                "num_train_epochs": 1,
-                "learning_rate": 1e-4,
-                "per_device_train_batch_size": 32,
-                "max_length": 64,
-            },
+            "synthetic": SYNTHETIC_TRAINING,
         },
         # (comparison, data sets) in order; each stage runs seed-major before the next starts
         "stages": (
             ISSUE22_REQUIRED,
             tuple((f"siamese-{m}", ("sick-e",)) for m in ("bimpm", "cafe", "diin")),
             tuple((f"siamese-{m}", ("mrpc",)) for m in MATCHERS),
-            (
-                ("seaver-absa", ("absa-restaurants", "absa-laptops")),
-                ("seaver", ("synthetic",)),
-                ("csr-tri", ("synthetic",)),
-                ("csr-bi", ("synthetic",)),
-                ("neighbor-attention", ("sick-e",)),
-            ),
+            (*ISSUE25_COMPARISONS, *ISSUE23_COMPARISONS),
         ),
         "esnli_rows": 1000,
         "launcher": "in-process",
     },
-    # Budget (not measured here; no GPU was available when this was written): 26 runs a seed, 130 in all. On one
-    # H100 in one process, MiniLM at batch 32 and length <= 128 is launch-bound, not FLOP-bound: about 20 ms a
-    # training step for a transformer arm (Trainer host work and ~450 kernels; 6 * 22M parameters * 2k tokens is
-    # 0.3 TFLOP, ~2 ms) and about 12 ms for a Siamese host (cuDNN LSTMs on MiniLM's word embeddings), plus ~2.5 s a
-    # run (model from disk, tokenising the split, dev evaluation at batch 256). A seed: 5 transformer arms x
-    # (540 + 417 + 344) steps (STS-B, SICK-E, MRPC at 3 epochs) = 6,505 steps, 130 s; 11 Siamese runs x 417 steps =
-    # 4,587 steps, 55 s; 26 x 2.5 s = 65 s; about 250 s a seed, 21 minutes for 5 seeds (about 27 at 25 ms a step).
-    # The grid is seed-major, so `--max_runs 104` or `--seeds 0 1 2 3` keeps whole seeds if the first seed's time
-    # (printed with each run) says it would not fit.
+    # Budget (not measured here; no GPU was available when this was written). On one H100 in one process, MiniLM at
+    # batch 32 and length <= 128 is launch-bound, not FLOP-bound: about 20 ms a training step for a transformer arm
+    # (Trainer host work and ~450 kernels; 6 * 22M parameters * 2k tokens is 0.3 TFLOP, ~2 ms) and about 12 ms for a
+    # Siamese host (cuDNN LSTMs on MiniLM's word embeddings), plus ~2.5 s a run (model from disk, tokenising the
+    # split, dev evaluation at batch 256).
+    # Issue 22's stage, 29 runs a seed: 6 transformer arms x (540 + 417 + 345) steps (STS-B, SICK-E, MRPC at 3
+    # epochs) = 7,812 steps, 156 s; 11 Siamese runs x 417 steps = 4,587 steps, 55 s; 29 x 2.5 s = 73 s; about 285 s a
+    # seed, 24 minutes for 5 seeds.
+    # Issue 25's stage, 20 runs a seed: on synthetic (24,000 rows, 1 epoch, batch 32: 750 steps) the cross-encoder
+    # and SEAVER (one backbone pass plus the reweighting, ~25 ms a step) 1,500 steps, 34 s; csr-tri's 5 arms at
+    # ~45 ms (condition and both sentences: three backbone passes) 3,750 steps, 169 s; csr-bi's 3 arms at ~32 ms (two
+    # passes) 2,250 steps, 72 s; seaver-absa's 5 arms x (306 + 198) steps (3 epochs of the 90% training splits, 3,242
+    # and 2,082 rows) = 2,520 steps, 60 s; 20 x 2.5 s = 50 s; about 385 s a seed, 19 minutes for 3 seeds.
+    # Issue 23's stage, 4 runs a seed on SICK-E at the paper's 5 epochs (695 steps): full fine-tuning and BitFit
+    # 1,390 steps, 28 s; the two neighbor-attention arms (about 2x a full step) 1,390 steps, 56 s; 4 x 2.5 s = 10 s;
+    # then each run's [MASK] expressiveness on its 495 dev rows and 1,000 e-SNLI dev rows (`esnli_rows`), on the CPU
+    # (the export is loaded there): about 40 s for a neighbor-attention arm, 5 s for the others (the cpu-medium runs'
+    # one-thread rates over ~6 for 16 cores; all 9,842 e-SNLI rows would be ~4 minutes a neighbor-attention run);
+    # about 185 s a seed, 9 minutes for 3 seeds.
+    # 5 seeds everywhere would be 24 + 32 + 15 = 71 minutes, so the new stages run the first 3 seeds (`stage_seeds`):
+    # 24 + 19 + 9 = about 52 minutes in all (about 62 at 25 ms a transformer step and 15 ms a Siamese one), over the
+    # 25 minutes the issues ask for. Each stage is seed-major and issue 22's comes first, so `--max_runs 116` or
+    # `--seeds 0 1 2 3` keeps whole seeds, and `--only` splits the later stages over several launches, if the first
+    # seed's time (printed with each run) says it would not fit.
     "gpu": {
-        "about": "issue 22's required grid, 3 epochs, 5 seeds, bf16 on CUDA (estimated 21 minutes on one H100)",
+        "about": (
+            "issue 22's required grid (5 seeds), then issue 25's conditional comparisons and issue 23's neighbor "
+            "attention (3 seeds); 3 epochs (synthetic: 1, neighbor attention: 5), bf16 on CUDA (estimated 24 + 19 + "
+            "9 minutes on one H100)"
+        ),
         "backbone": "minilm",
         "seeds": (0, 1, 2, 3, 4),
         "args": {
@@ -375,9 +415,14 @@ PROFILES = {
             "per_device_train_batch_size": 32,
             "per_device_eval_batch_size": 256,
         },
+        "dataset_args": {"synthetic": SYNTHETIC_TRAINING},
+        # the neighbor-attention paper's 5 epochs; issue 22's SICK-E runs keep 3
+        "comparison_args": {"neighbor-attention": {"num_train_epochs": 5}},
         "cuda_args": {"bf16": True},
-        "stages": (ISSUE22_REQUIRED,),
-        "esnli_rows": None,
+        "stages": (ISSUE22_REQUIRED, ISSUE25_COMPARISONS, ISSUE23_COMPARISONS),
+        # all seeds for issue 22, the first 3 for issues 25 and 23 (the budget above)
+        "stage_seeds": (None, 3, 3),
+        "esnli_rows": 1000,
         "launcher": "in-process",
     },
 }
@@ -446,12 +491,15 @@ def profile_arms(comparison: Comparison, name: str) -> tuple:
 def profile_stages(name: str, comparisons: "list[Comparison] | None" = None) -> list[list[tuple]]:
     """The (comparison, data sets) pairs profile `name` runs, in stages: its `stages` (entries whose comparison is
     not among `comparisons`, default `available_comparisons()`, left out), or one stage of every comparison that
-    runs in the profile, on `profile_datasets`. A stage naming an unknown comparison or data set is a ValueError."""
+    runs in the profile, on `profile_datasets`. A stage naming an unknown comparison or data set, or a `stage_seeds`
+    that does not give one entry per stage, is a ValueError."""
     profile = PROFILES[name]
     comparisons = available_comparisons() if comparisons is None else comparisons
     if "stages" not in profile:
         chosen = [c for c in comparisons if c.profiles is None or name in c.profiles]
         return [[(c, profile_datasets(c, profile)) for c in chosen]]
+    if "stage_seeds" in profile and len(profile["stage_seeds"]) != len(profile["stages"]):
+        raise ValueError(f"PROFILES[{name!r}]['stage_seeds'] needs one entry per stage.")
     known = {c.name: c for c in COMPARISONS}
     selected = {c.name for c in comparisons}
     stages = []
@@ -469,10 +517,12 @@ def profile_stages(name: str, comparisons: "list[Comparison] | None" = None) -> 
 def profile_train_args(
     comparison: Comparison, arm: Arm, profile: dict, dataset: "str | None" = None, cuda: bool = False
 ) -> dict:
-    """Training arguments of one run: the profile's, its `dataset_args` of `dataset`, the comparison's, the arm's
-    (later ones win), and with `cuda` the profile's `cuda_args`; the profile's `max_epochs` caps the result."""
+    """Training arguments of one run: the profile's, its `dataset_args` of `dataset`, its `comparison_args` of the
+    comparison, the comparison's, the arm's (later ones win), and with `cuda` the profile's `cuda_args`; the profile's
+    `max_epochs` caps the result."""
     dataset_args = profile.get("dataset_args", {}).get(dataset, {})
-    args = {**profile["args"], **dataset_args, **comparison.train_args, **arm.train_args}
+    comparison_args = profile.get("comparison_args", {}).get(comparison.name, {})
+    args = {**profile["args"], **dataset_args, **comparison_args, **comparison.train_args, **arm.train_args}
     if cuda:
         args |= profile.get("cuda_args", {})
     if "max_epochs" in profile:
@@ -504,14 +554,17 @@ def plan_runs(
     cuda: bool = False,
 ) -> list[PlannedRun]:
     """The runs of profile `name` in the order they run: stage by stage; within a stage seed-major for profiles
-    with `stages` (every arm on seed 0 first, so a partial grid stays balanced), else comparison by comparison.
-    `comparisons` and `datasets` select (default: all)."""
+    with `stages` (every arm on seed 0 first, so a partial grid stays balanced), else comparison by comparison. A
+    stage with a `stage_seeds` entry N runs only the first N of `seeds`. `comparisons` and `datasets` select (default:
+    all)."""
     profile = PROFILES[name]
+    stages = profile_stages(name, comparisons)
+    stage_seeds = profile.get("stage_seeds", (None,) * len(stages))
     runs = []
-    for stage in profile_stages(name, comparisons):
+    for stage, count in zip(stages, stage_seeds):
         pairs = [(c, d) for c, ds in stage for d in ds if datasets is None or d in datasets]
         if "stages" in profile:
-            order = [(c, d, s) for s in seeds for c, d in pairs]
+            order = [(c, d, s) for s in seeds[:count] for c, d in pairs]
         else:
             order = [(c, d, s) for c, d in pairs for s in seeds]
         for comparison, dataset, seed in order:

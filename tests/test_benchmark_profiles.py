@@ -52,16 +52,26 @@ def test_cpu_full_siamese_hosts_keep_their_own_schedule_on_the_full_split():
 
 def test_training_arguments_take_profile_then_data_set_then_comparison_then_arm_then_cuda():
     profile = {
-        "args": {"learning_rate": 1.0, "num_train_epochs": 1, "weight_decay": 0.0, "max_length": 8},
-        "dataset_args": {"d": {"num_train_epochs": 2, "weight_decay": 0.5, "learning_rate": 2.0}},
+        "args": {"learning_rate": 1.0, "num_train_epochs": 1, "weight_decay": 0.0, "max_length": 8, "warmup_steps": 0},
+        "dataset_args": {"d": {"num_train_epochs": 2, "weight_decay": 0.5, "learning_rate": 2.0, "max_length": 16}},
+        "comparison_args": {"c": {"max_length": 32, "learning_rate": 4.0, "weight_decay": 0.75}},
         "cuda_args": {"bf16": True},
     }
     arm = quality.Arm("a", "m", train_args={"weight_decay": 0.25})
     comparison = quality.Comparison("c", (arm,), ("d", "e"), {"learning_rate": 3.0})
     args = quality.profile_train_args(comparison, arm, profile, "d")
-    assert args == {"learning_rate": 3.0, "num_train_epochs": 2, "weight_decay": 0.25, "max_length": 8}
+    assert args == {
+        "learning_rate": 3.0,
+        "num_train_epochs": 2,
+        "weight_decay": 0.25,
+        "max_length": 32,
+        "warmup_steps": 0,
+    }
     assert quality.profile_train_args(comparison, arm, profile, "e")["num_train_epochs"] == 1
     assert quality.profile_train_args(comparison, arm, profile, "d", cuda=True)["bf16"] is True
+    # another comparison takes the data set's arguments, not c's
+    other = quality.Comparison("o", (arm,), ("d",))
+    assert quality.profile_train_args(other, arm, profile, "d") == {**args, "learning_rate": 2.0, "max_length": 16}
 
 
 @pytest.mark.parametrize("name", ["cpu-small", "cpu-medium"])
@@ -94,20 +104,82 @@ def test_cpu_full_runs_stage_by_stage_and_seed_major_within_a_stage():
     assert [r.seed for r in medium[:4]] == [0, 0, 1, 1] and medium[0].comparison.name == "seaver"
 
 
-def test_gpu_profile_runs_issue_22_at_three_epochs_and_five_seeds_bf16_only_on_cuda():
+ISSUE22_PAIRS = {(c, d) for c, ds in quality.ISSUE22_REQUIRED for d in ds}
+ISSUE25_PAIRS = {
+    ("seaver", "synthetic"),
+    ("seaver-absa", "absa-restaurants"),
+    ("seaver-absa", "absa-laptops"),
+    ("csr-tri", "synthetic"),
+    ("csr-bi", "synthetic"),
+}
+
+
+def test_gpu_profile_runs_issue_22_first_at_three_epochs_and_five_seeds_bf16_only_on_cuda():
     profile = quality.PROFILES["gpu"]
     assert tuple(profile["seeds"]) == (0, 1, 2, 3, 4) and profile["launcher"] == "in-process"
     runs = quality.plan_runs("gpu", profile["seeds"])
-    assert {(r.comparison.name, r.dataset) for r in runs} == {(c, d) for c, ds in quality.ISSUE22_REQUIRED for d in ds}
-    assert {r.seed for r in runs} == {0, 1, 2, 3, 4}
-    assert all(r.train_args["num_train_epochs"] == 3 and "bf16" not in r.train_args for r in runs)
+    in_issue22 = [(r.comparison.name, r.dataset) in ISSUE22_PAIRS for r in runs]
+    first_other = in_issue22.index(False)
+    assert all(in_issue22[:first_other]) and not any(in_issue22[first_other:])
+    issue22 = runs[:first_other]
+    assert {(r.comparison.name, r.dataset) for r in issue22} == ISSUE22_PAIRS
+    seeds = [r.seed for r in issue22]
+    assert seeds == sorted(seeds) and set(seeds) == {0, 1, 2, 3, 4}
+    assert all(r.train_args["num_train_epochs"] == 3 for r in issue22)
     assert all(r.train_args["per_device_train_batch_size"] == 32 for r in runs)
-    assert all(r.train_args["bf16"] is True for r in quality.plan_runs("gpu", (0,), cuda=True))
+    assert not any("bf16" in r.train_args for r in runs)
+    on_cuda = quality.plan_runs("gpu", profile["seeds"], cuda=True)
+    assert [r.id for r in on_cuda] == [r.id for r in runs]
+    assert all(r.train_args == {**plain.train_args, "bf16": True} for r, plain in zip(on_cuda, runs))
+
+
+def test_gpu_profile_runs_issue_25_then_issue_23_after_issue_22_on_three_seeds():
+    runs = quality.plan_runs("gpu", quality.PROFILES["gpu"]["seeds"])
+    assert len(runs) == len({r.id for r in runs})
+    later = [r for r in runs if (r.comparison.name, r.dataset) not in ISSUE22_PAIRS]
+    pairs = [(r.comparison.name, r.dataset) for r in later]
+    assert set(pairs) == ISSUE25_PAIRS | {("neighbor-attention", "sick-e")}
+    first_na = pairs.index(("neighbor-attention", "sick-e"))
+    assert set(pairs[:first_na]) == ISSUE25_PAIRS and set(pairs[first_na:]) == {("neighbor-attention", "sick-e")}
+    assert {r.seed for r in later} == {0, 1, 2}  # stage_seeds: the first 3 of the profile's 5
+    assert [r.seed for r in later[:first_na]] == sorted(r.seed for r in later[:first_na])
+    arms = {c.name: len(quality.profile_arms(c, "gpu")) for c in quality.COMPARISONS}
+    assert arms["csr-tri"] == 5 and arms["csr-bi"] == 3 and arms["seaver-absa"] == 5
+    per_seed = arms["seaver"] + 2 * arms["seaver-absa"] + arms["csr-tri"] + arms["csr-bi"] + arms["neighbor-attention"]
+    assert len(later) == 3 * per_seed == 3 * 24
+    # synthetic: cpu-full's synthetic budget
+    full = {(r.comparison.name, r.arm.label): r.train_args for r in quality.plan_runs("cpu-full", (0,))}
+    for run in (r for r in later if r.dataset == "synthetic"):
+        args = run.train_args
+        assert args["synthetic_train_size"] == 24000 and args["learning_rate"] == 1e-4
+        assert args["per_device_train_batch_size"] == 32 and args["max_length"] == 64 and args["num_train_epochs"] == 1
+        assert quality.planned_rows("synthetic", args) == 24000
+        assert all(args[k] == full[run.comparison.name, run.arm.label][k] for k in quality.SYNTHETIC_TRAINING)
+    absa = [r.train_args for r in later if r.dataset.startswith("absa-")]
+    assert absa and all(a["num_train_epochs"] == 3 and a["learning_rate"] == 2e-5 for a in absa)
+    # neighbor attention at the paper's 5 epochs, its arms' own learning rates kept; issue 22's SICK-E runs stay at 3
+    na = {r.arm.label: r.train_args for r in later if r.comparison.name == "neighbor-attention"}
+    assert len(na) == 4 and all(a["num_train_epochs"] == 5 for a in na.values())
+    assert na["full fine-tuning"]["learning_rate"] == 2e-5 and na["neighbor attention"]["learning_rate"] == 1e-3
+    sick_e = {
+        r.train_args["num_train_epochs"]
+        for r in runs
+        if r.dataset == "sick-e" and r.comparison.name != "neighbor-attention"
+    }
+    assert sick_e == {3}
+    # --seeds overrides the profile's seeds; a stage's cap takes the first 3 of them
+    assert {r.seed for r in quality.plan_runs("gpu", (7, 8)) if r.comparison.name == "csr-bi"} == {7, 8}
+    capped = {r.seed for r in quality.plan_runs("gpu", (9, 8, 7, 6)) if r.comparison.name == "seaver"}
+    assert capped == {9, 8, 7}
 
 
 def test_every_profile_stage_names_known_comparisons_and_data_sets(monkeypatch):
     for name in quality.PROFILES:
         assert quality.profile_stages(name)  # raises on an unknown name
+    gpu = quality.PROFILES["gpu"]
+    monkeypatch.setitem(quality.PROFILES, "gpu", {**gpu, "stage_seeds": (None, 3)})
+    with pytest.raises(ValueError, match="one entry per stage"):
+        quality.profile_stages("gpu")
     bad = {**quality.PROFILES["cpu-full"], "stages": ((("comateformer", ("stsb", "qqp")),),)}
     monkeypatch.setitem(quality.PROFILES, "cpu-full", bad)
     with pytest.raises(ValueError, match=r"'comateformer' has no data set \['qqp'\]"):
@@ -207,7 +279,7 @@ def test_arms_whose_overrides_the_config_does_not_take_are_listed_and_never_trai
     ("argv", "message"),
     [
         (["--max_runs", "0"], None),
-        (["--only", "seaver", "--profile", "gpu"], "unknown comparison"),
+        (["--only", "siamese-bimpm", "--profile", "gpu"], "unknown comparison"),
         (["--only", "comateformer", "--datasets", "rte", "--profile", "cpu-full"], "--datasets"),
         (["--only", "comateformer", "--arms", "esim", "--profile", "cpu-full"], "--arms: unknown arm"),
     ],

@@ -238,6 +238,14 @@ def test_targets_are_judged_from_the_measured_ratios():
     found = speed.targets({}, None, siamese)
     assert [(t["measured"], t["met"]) for t in found] == [(0.4, False), (1.5, True)]
     seaver = {"latency": [{**row, "batch_size": 1, "ratio": {"seaver": 1.0}}, {**row, "ratio": {"seaver": 1.12}}]}
+    # every arm but the comparison's baseline is judged, each on its own row
+    timed = {"length": 128, "batch_size": 32, "ratio": {"plain": 1.0, "mix": 1.4, "paper": 1.7}}
+    arms = {"baseline": "plain", "latency": [timed]}
+    found = speed.targets({"comateformer": arms}, None)
+    assert [(t["target"].rsplit(": ", 1)[-1], t["measured"], t["met"]) for t in found] == [
+        ("mix", 1.4, True),
+        ("paper", 1.7, False),
+    ]
     step = {"trainable_fraction_of_backbone": {"neighbor": 0.05, "full": 1.01}}
     found = speed.targets({"seaver": seaver}, None, None, step)
     assert [(t["method"], t["measured"], t["met"]) for t in found] == [

@@ -17,6 +17,16 @@ class CsrConfig(PairzooConfig):
     layers, `h_t = (1 + w_t) * h'_t`; with `use_router=False` the model is a C-STS tri-/bi-encoder baseline
     (Deshpande et al. 2023).
 
+    Which tri-encoder to use, measured on the synthetic conditional task (MiniLM, `benchmarks/quality.py --profile
+    cpu-medium --only csr-tri csr-bi`: 2,000 rows, 1 epoch, dev Spearman, seeds 0-2; docs/results.md):
+
+    - the defaults (the paper's router as the only path by which the condition enters, `tri_head="none"`) collapse:
+      2.51 ± 1.13, against 63.63 ± 2.96 for the router-free tri-encoder with `tri_head="hadamard"`;
+    - `tri_head="hadamard"` with the router (the recommended cacheable configuration) matches that baseline:
+      63.41 ± 3.26 (last router layer only) and 63.03 ± 3.36 (`router_layers=[3, 4, 5]`);
+    - `router="reference"` reaches 89.90 ± 0.18, the bi-encoder's level (89.70 ± 0.22), because the sentence pass
+      attends to the condition's states from its first layer; it cannot use the cache path.
+
     Args:
         backbone_config (`PretrainedConfig` or `dict`, *optional*, defaults to `None`):
             Config of the encoder (BERT or RoBERTa family). Stored inside this config so that `from_pretrained(dir)`

@@ -23,11 +23,13 @@ LABELS = ("ENTAILMENT", "NEUTRAL", "CONTRADICTION")
 NA = {"neighbor_layers": [0], "num_candidates": 20, "num_neighbors": 4}
 
 
-def _sick(folder: Path, train_pairs: int) -> Path:
-    """A SICK.txt with `train_pairs` TRAIN pairs (2 distinct sentences each) and TRIAL/TEST pairs marked `heldout`."""
+def _sick(folder: Path, train_pairs: int, heldout_pairs: int = 1) -> Path:
+    """A SICK.txt with `train_pairs` TRAIN pairs (2 distinct sentences each) and `heldout_pairs` TRIAL and TEST pairs
+    each, marked `heldout`; class labels cycle through the three classes."""
     rows = [(n, f"A man walks dog {n} in the park.", f"A woman reads book {n}.", "TRAIN") for n in range(train_pairs)]
     rows += [
-        (100 + n, f"heldout {s} sentence {n}.", f"heldout other {n}.", s) for n, s in enumerate(("TRIAL", "TEST"))
+        (100 + n, f"heldout {s} sentence {n}.", f"heldout other {n}.", s)
+        for n, s in enumerate(("TRIAL", "TEST") * heldout_pairs)
     ]
     lines = [
         "\t".join([str(n), a, b, LABELS[n % 3], "3.0", "x", "y", a, b, "d", "d", split]) + "\n"

@@ -20,6 +20,10 @@ reports them:
   pairs i != j; null for one row) and `spread`, the mean of ||h_i - mean h|| / ||mean h||: how much the state moves
   between inputs, relative to its size (the [MASK] state's are issue 23's numbers; the other two put them in scale);
 - `majority_accuracy`: the validation accuracy of always predicting train's most frequent class (`majority_class`);
+- `head`: the neighbor-attention head alone (dropout 0.1 and a linear layer, AdamW, batch 16) trained for
+  `--head_epochs` on the train rows' [MASK] states, raw or standardised per dimension, at each of
+  `--head_learning_rates`: its validation accuracy and predicted class counts. It tells an ill-conditioned head input
+  (the raw states stall at the majority class while the standardised ones learn) from missing information;
 - rows used, backbone, data set, label words, `adapted` (the backbone is a folder with `pairzoo.adapt_mlm`'s
   `adaptation.json`), `mlm_head_weights` (the checkpoint has MLM-head weights), device and elapsed seconds.
 """
@@ -76,6 +80,49 @@ def ridge_probe(train_x: np.ndarray, train_y: np.ndarray, eval_x: np.ndarray, ev
     return {"accuracy": 100.0 * probe.score(scaler.transform(eval_x), eval_y), "alpha": float(probe.alpha_)}
 
 
+def train_head(
+    train_x: np.ndarray,
+    train_y: np.ndarray,
+    eval_x: np.ndarray,
+    eval_y: np.ndarray,
+    learning_rate: float,
+    epochs: int,
+    standardise: bool,
+    seed: int = 0,
+) -> dict:
+    """The neighbor-attention head alone on frozen features: dropout 0.1 and a linear layer (weights N(0, 0.02), zero
+    bias, as `_init_weights` gives it), AdamW (weight decay 0.01), batch 16, `epochs` over the train rows; on the raw
+    features or on features standardised per dimension with train's mean and std. Validation accuracy (x100) and the
+    predicted class counts."""
+    generator = torch.Generator().manual_seed(seed)
+    x, y = torch.tensor(train_x, dtype=torch.float32), torch.tensor(train_y, dtype=torch.long)
+    x_eval = torch.tensor(eval_x, dtype=torch.float32)
+    if standardise:
+        mean, std = x.mean(0), x.std(0).clamp_min(1e-6)
+        x, x_eval = (x - mean) / std, (x_eval - mean) / std
+    classes = int(max(train_y.max(), eval_y.max())) + 1
+    head = torch.nn.Linear(x.shape[1], classes)
+    with torch.no_grad():
+        head.weight.normal_(0.0, 0.02, generator=generator)
+        head.bias.zero_()
+    optimizer = torch.optim.AdamW(head.parameters(), lr=learning_rate, weight_decay=0.01)
+    for _ in range(epochs):
+        order = torch.randperm(len(x), generator=generator)
+        for start in range(0, len(x), 16):
+            rows = order[start : start + 16]
+            keep = (torch.rand(x[rows].shape, generator=generator) >= 0.1).float() / 0.9
+            loss = torch.nn.functional.cross_entropy(head(x[rows] * keep), y[rows])
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    with torch.no_grad():
+        predicted = head(x_eval).argmax(1).numpy()
+    return {
+        "accuracy": 100.0 * float(np.mean(predicted == eval_y)),
+        "predicted_counts": np.bincount(predicted, minlength=classes).tolist(),
+    }
+
+
 def state_geometry(states: np.ndarray) -> dict:
     """Mean pairwise cosine over pairs i != j (None for one state) and spread = mean ||h_i - mean h|| / ||mean h||."""
     states = states.astype(np.float64)
@@ -100,11 +147,15 @@ def parse_args(argv: "list[str] | None" = None) -> argparse.Namespace:
     parser.add_argument("--batch_size", type=int, default=64)
     parser.add_argument("--max_length", type=int, default=128)
     parser.add_argument("--seed", type=int, default=42, help="pairzoo.train's default: the same capped train rows")
+    parser.add_argument("--head_learning_rates", type=float, nargs="*", default=[1e-3, 1e-2])
+    parser.add_argument("--head_epochs", type=int, default=5, help="epochs of the head-only runs on [MASK] states")
     parser.add_argument("--output", default=None, help="also write the JSON here")
     args = parser.parse_args(argv)
-    for flag in ("max_train_rows", "max_eval_rows", "batch_size", "max_length"):
+    for flag in ("max_train_rows", "max_eval_rows", "batch_size", "max_length", "head_epochs"):
         if getattr(args, flag) is not None:
             _check_number(flag, getattr(args, flag), "an integer >= 1", lambda v: v >= 1)
+    for rate in args.head_learning_rates:
+        _check_number("head_learning_rates", rate, "a number > 0", lambda v: v > 0)
     _check_model_reads_task(MODEL, args.dataset, dataset_task(args.dataset))
     return args
 
@@ -150,6 +201,25 @@ def main(argv: "list[str] | None" = None) -> dict:
             }
             for name in FEATURES
         },
+        "head": [
+            {
+                "learning_rate": learning_rate,
+                "epochs": args.head_epochs,
+                "standardised": standardise,
+                **train_head(
+                    train_features["mask"],
+                    train_y,
+                    eval_features["mask"],
+                    eval_y,
+                    learning_rate,
+                    args.head_epochs,
+                    standardise,
+                    args.seed,
+                ),
+            }
+            for learning_rate in args.head_learning_rates
+            for standardise in (False, True)
+        ],
         "device": DEVICE,
         "elapsed_seconds": time.perf_counter() - started,
     }

@@ -33,6 +33,14 @@ def _check_result(result: dict, train_rows: int, validation_rows: int) -> None:
         assert set(values) == {"accuracy", "alpha", "mean_pairwise_cosine", "spread"}
         assert 0 <= values["accuracy"] <= 100 and values["alpha"] in probe_mask.ALPHAS
         assert -1 <= values["mean_pairwise_cosine"] <= 1 and values["spread"] > 0
+    assert [(h["learning_rate"], h["standardised"]) for h in result["head"]] == [
+        (1e-3, False),
+        (1e-3, True),
+        (1e-2, False),
+        (1e-2, True),
+    ]
+    for head in result["head"]:
+        assert 0 <= head["accuracy"] <= 100 and sum(head["predicted_counts"]) == validation_rows
     assert result["elapsed_seconds"] > 0
 
 
@@ -118,6 +126,17 @@ def test_ridge_probe_reads_a_class_the_features_hold():
     assert shuffled["accuracy"] < 80
 
 
+def test_the_head_learns_from_standardised_features_where_a_shared_offset_stalls_it():
+    rng = np.random.default_rng(0)
+    labels = np.arange(240) % 3
+    features = rng.normal(0.0, 1.0, size=(240, 16)) * 0.3 + 30.0  # a large component every example shares
+    features[np.arange(240), labels] += 1.0  # class c lifts dimension c a little
+    raw = probe_mask.train_head(features[:180], labels[:180], features[180:], labels[180:], 1e-2, 5, False)
+    standardised = probe_mask.train_head(features[:180], labels[:180], features[180:], labels[180:], 1e-2, 5, True)
+    assert standardised["accuracy"] >= 85 and raw["accuracy"] <= 50
+    assert sum(raw["predicted_counts"]) == sum(standardised["predicted_counts"]) == 60
+
+
 @pytest.mark.parametrize(
     ("argv", "flag"),
     [
@@ -125,6 +144,8 @@ def test_ridge_probe_reads_a_class_the_features_hold():
         (["--max_eval_rows", "-1"], "--max_eval_rows"),
         (["--batch_size", "0"], "--batch_size"),
         (["--max_length", "0"], "--max_length"),
+        (["--head_epochs", "0"], "--head_epochs"),
+        (["--head_learning_rates", "0.01", "0"], "--head_learning_rates"),
         (["--dataset", "stsb"], "--dataset stsb"),
         (["--dataset", "synthetic"], "--dataset synthetic"),
         (["--dataset", "wn18rr"], "--dataset wn18rr"),

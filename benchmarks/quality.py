@@ -302,8 +302,10 @@ PEER_TRAINING = {
     "warmup_steps": 0.1,
     "weight_decay": 0.01,
 }
-# issue 25: the budget at which the cross-encoder learns the synthetic task (dev Spearman 85.07 after half an epoch,
-# 87.32 after one; with 8,000 rows x 3 epochs at this rate it stalls near 50)
+# issue 25: the synthetic task's budget. In a 2-epoch schedule the cross-encoder reached dev Spearman 85.07 after half
+# an epoch and 87.32 after one (seed 0; with 8,000 rows x 3 epochs at this rate it stalls near 50); this 1-epoch
+# schedule (the learning rate decays to 0 over the 750 steps) is at the edge: 61.25 / 87.08 / 8.52 on seeds 0-2,
+# SEAVER 88.38 / 73.84 / 30.42 (`--profile cpu-full --only seaver`)
 SYNTHETIC_TRAINING = {
     "synthetic_train_size": 24000,
     "num_train_epochs": 1,

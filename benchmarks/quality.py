@@ -25,7 +25,7 @@ Profiles:
   grid on seeds 0-4; then issue 25's conditional comparisons (`seaver` and both CSR comparisons on synthetic at
   `cpu-full`'s synthetic budget, `seaver-absa` on both ABSA domains) and issue 23's neighbor attention on SICK-E at
   the paper's 5 epochs (`comparison_args`), these two stages on seeds 0-2 (`stage_seeds`). The comment above
-  `PROFILES["gpu"]` estimates 24 + 20 + 9 minutes on one H100.
+  `PROFILES["gpu"]` estimates 24 + 20 + 14 minutes on one H100.
 
 Training arguments of a run, later ones winning: the profile's `args`, its `dataset_args` for the run's data set,
 its `comparison_args` for the run's comparison, the comparison's `train_args`, the arm's `train_args` (then, on CUDA,
@@ -264,6 +264,21 @@ COMPARISONS.append(
                 {"training_mode": "neighbor", "lambda_m": 0.1, "lambda_n": 0.1},
                 {"learning_rate": 1e-3},
             ),
+            # issue 23: the same heads on the [MASK] state standardised per feature (`classifier_norm`)
+            Arm(
+                "neighbor attention (batch-norm head)",
+                "neighbor-attention",
+                {"training_mode": "neighbor", "lambda_m": 0.0, "lambda_n": 0.0, "classifier_norm": "batch"},
+                {"learning_rate": 1e-3},
+                profiles=PEER_PROFILES,
+            ),
+            Arm(
+                "bitfit (batch-norm head)",
+                "neighbor-attention",
+                {"training_mode": "bitfit", "classifier_norm": "batch"},
+                {"learning_rate": 1e-3},
+                profiles=PEER_PROFILES,
+            ),
         ),
         ("sick-e", "rte"),
         expressiveness=True,
@@ -398,14 +413,14 @@ PROFILES = {
     # ~45 ms (condition and both sentences: three backbone passes) 3,750 steps, 169 s; csr-bi's 3 arms at ~32 ms (two
     # passes) 2,250 steps, 72 s; seaver-absa's 5 arms x (306 + 198) steps (3 epochs of the 90% training splits, 3,242
     # and 2,082 rows) = 2,520 steps, 60 s; 21 x 2.5 s = 53 s; about 405 s a seed, 20 minutes for 3 seeds.
-    # Issue 23's stage, 4 runs a seed on SICK-E at the paper's 5 epochs (695 steps): full fine-tuning and BitFit
-    # 1,390 steps, 28 s; the two neighbor-attention arms (about 2x a full step) 1,390 steps, 56 s; 4 x 2.5 s = 10 s;
-    # then each run's [MASK] expressiveness on its 495 dev rows and 1,000 e-SNLI dev rows (`esnli_rows`), on the CPU
-    # (the export is loaded there): about 40 s for a neighbor-attention arm, 5 s for the others (the cpu-medium runs'
-    # one-thread rates over ~6 for 16 cores; all 9,842 e-SNLI rows would be ~4 minutes a neighbor-attention run);
-    # about 185 s a seed, 9 minutes for 3 seeds.
-    # 5 seeds everywhere would be 24 + 34 + 15 = 73 minutes, so the new stages run the first 3 seeds (`stage_seeds`):
-    # 24 + 20 + 9 = about 53 minutes in all (about 63 at 25 ms a transformer step and 15 ms a Siamese one), over the
+    # Issue 23's stage, 6 runs a seed on SICK-E at the paper's 5 epochs (695 steps): full fine-tuning and the two
+    # BitFit arms (plain and batch-norm head) 2,085 steps, 42 s; the three neighbor-attention arms (about 2x a full
+    # step) 2,085 steps, 83 s; 6 x 2.5 s = 15 s; then each run's [MASK] expressiveness on its 495 dev rows and 1,000
+    # e-SNLI dev rows (`esnli_rows`), on the CPU (the export is loaded there): about 40 s for a neighbor-attention arm,
+    # 5 s for the others (the cpu-medium runs' one-thread rates over ~6 for 16 cores; all 9,842 e-SNLI rows would be
+    # ~4 minutes a neighbor-attention run), 3 x 40 + 3 x 5 = 135 s; about 275 s a seed, 14 minutes for 3 seeds.
+    # 5 seeds everywhere would be 24 + 34 + 23 = 81 minutes, so the new stages run the first 3 seeds (`stage_seeds`):
+    # 24 + 20 + 14 = about 58 minutes in all (about 68 at 25 ms a transformer step and 15 ms a Siamese one), over the
     # 25 minutes the issues ask for. Each stage is seed-major and issue 22's comes first, so `--max_runs 116` or
     # `--seeds 0 1 2 3` keeps whole seeds, and `--only` splits the later stages over several launches, if the first
     # seed's time (printed with each run) says it would not fit.
@@ -413,7 +428,7 @@ PROFILES = {
         "about": (
             "issue 22's required grid (5 seeds), then issue 25's conditional comparisons and issue 23's neighbor "
             "attention (3 seeds); 3 epochs (synthetic: 1, neighbor attention: 5), bf16 on CUDA (estimated 24 + 20 + "
-            "9 minutes on one H100)"
+            "14 minutes on one H100)"
         ),
         "backbone": "minilm",
         "seeds": (0, 1, 2, 3, 4),

@@ -146,7 +146,7 @@ def test_gpu_profile_runs_issue_25_then_issue_23_after_issue_22_on_three_seeds()
     arms = {c.name: len(quality.profile_arms(c, "gpu")) for c in quality.COMPARISONS}
     assert arms["seaver"] == 3 and arms["csr-tri"] == 5 and arms["csr-bi"] == 3 and arms["seaver-absa"] == 5
     per_seed = arms["seaver"] + 2 * arms["seaver-absa"] + arms["csr-tri"] + arms["csr-bi"] + arms["neighbor-attention"]
-    assert len(later) == 3 * per_seed == 3 * 25
+    assert len(later) == 3 * per_seed == 3 * 27
     # synthetic: cpu-full's synthetic budget
     full = {(r.comparison.name, r.arm.label): r.train_args for r in quality.plan_runs("cpu-full", (0,))}
     for run in (r for r in later if r.dataset == "synthetic"):
@@ -159,8 +159,9 @@ def test_gpu_profile_runs_issue_25_then_issue_23_after_issue_22_on_three_seeds()
     assert absa and all(a["num_train_epochs"] == 3 and a["learning_rate"] == 2e-5 for a in absa)
     # neighbor attention at the paper's 5 epochs, its arms' own learning rates kept; issue 22's SICK-E runs stay at 3
     na = {r.arm.label: r.train_args for r in later if r.comparison.name == "neighbor-attention"}
-    assert len(na) == 4 and all(a["num_train_epochs"] == 5 for a in na.values())
+    assert len(na) == 6 and all(a["num_train_epochs"] == 5 for a in na.values())
     assert na["full fine-tuning"]["learning_rate"] == 2e-5 and na["neighbor attention"]["learning_rate"] == 1e-3
+    assert {na[f"{arm} (batch-norm head)"]["learning_rate"] for arm in ("neighbor attention", "bitfit")} == {1e-3}
     sick_e = {
         r.train_args["num_train_epochs"]
         for r in runs

@@ -1,10 +1,11 @@
-"""Neighbor attention on a frozen MLM encoder: harness, frozen encoder, equations recomputed, errors, decoding."""
+"""Neighbor attention on a frozen MLM encoder: harness, frozen encoder, equations recomputed, errors, decoding, the
+batch-normalised head (`classifier_norm="batch"`)."""
 
 import math
 
 import pytest
 import torch
-from model_harness import ROWS, ModelHarness
+from model_harness import ROWS, ModelHarness, assert_close_after_reload
 from transformers import BertConfig, set_seed
 
 from pairzoo import NeighborAttentionConfig, create_model, load_tokenizer
@@ -39,6 +40,31 @@ class TestNeighborAttention(ModelHarness):
         batch = encode(tokenizer, rows)
         batch["labels"] = torch.tensor([int(r["label"]) % model.config.num_labels for r in rows])
         return batch
+
+
+def _randomise_classifier_norm(model: NeighborAttentionForSequenceClassification) -> None:
+    """Give the head's BatchNorm non-trivial running statistics, scale and shift (fresh ones are nearly identity)."""
+    norm = model.classifier_norm
+    with torch.no_grad():
+        norm.running_mean.normal_()
+        norm.running_var.uniform_(0.5, 2.0)
+        norm.weight.uniform_(0.5, 1.5)
+        norm.bias.normal_(std=0.1)
+
+
+class TestNeighborAttentionBatchNormHead(TestNeighborAttention):
+    """The whole harness (save/load, Auto class, export without pairzoo, ...) with the batch-normalised head."""
+
+    config_overrides = {**TINY, "classifier_norm": "batch"}
+
+    @pytest.fixture()
+    def backbone(self) -> str:
+        return "tiny-bert"
+
+    def make_model(self, backbone: str, **overrides):
+        model = super().make_model(backbone, **overrides)
+        _randomise_classifier_norm(model)
+        return model
 
 
 def _three_layer_model(**overrides) -> NeighborAttentionForSequenceClassification:
@@ -221,11 +247,17 @@ def test_alpha_zero_gives_exactly_the_frozen_encoders_mask_state(backbone):
     torch.testing.assert_close(out.mask_hidden_state, expected, rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("norm", ["none", "batch"])
 @pytest.mark.parametrize("mode", ["neighbor", "bitfit", "full"])
-def test_only_the_modes_parameters_change_under_training(mode):
-    model = create_model("neighbor-attention", backbone="tiny-bert", **TINY, training_mode=mode, lambda_m=0.1).train()
+def test_only_the_modes_parameters_change_under_training(mode, norm):
+    """The head, with its BatchNorm under `classifier_norm="batch"`, trains in every mode; its running statistics
+    follow the training batches."""
+    model = create_model(
+        "neighbor-attention", backbone="tiny-bert", **TINY, training_mode=mode, lambda_m=0.1, classifier_norm=norm
+    ).train()
     batch = encode(load_tokenizer("tiny-bert"), ROWS)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    buffers = {n: b.clone() for n, b in model.named_buffers() if n.startswith("classifier_norm.")}
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
     for _ in range(3):
         optimizer.zero_grad()
@@ -235,6 +267,14 @@ def test_only_the_modes_parameters_change_under_training(mode):
     backbone_changed = {n for n in changed if n.startswith("backbone.")}
     assert not any(n.startswith("lm_head.") for n in changed)
     assert "classifier.weight" in changed
+    if norm == "batch":
+        assert {"classifier_norm.weight", "classifier_norm.bias"} <= changed
+        now = dict(model.named_buffers())
+        assert int(now["classifier_norm.num_batches_tracked"]) == 3
+        for name in ("classifier_norm.running_mean", "classifier_norm.running_var"):
+            assert not torch.allclose(now[name], buffers[name]), name
+    else:
+        assert not buffers and not any(isinstance(m, torch.nn.BatchNorm1d) for m in model.modules())
     if mode == "neighbor":
         assert not backbone_changed
         assert {
@@ -246,6 +286,73 @@ def test_only_the_modes_parameters_change_under_training(mode):
         assert backbone_changed and all(n.endswith(".bias") for n in backbone_changed)
     else:
         assert "backbone.encoder.layer.0.attention.self.query.weight" in changed
+
+
+def test_batch_norm_head_recomputed_from_the_modules_running_statistics():
+    """Eval mode: logits = W ((m - running_mean) / sqrt(running_var + eps) * gamma + beta) + b on the [MASK] state m
+    (dropout is the identity), written out from the module's own buffers and parameters."""
+    model = _three_layer_model(classifier_norm="batch").eval()
+    _randomise_classifier_norm(model)
+    batch = encode(load_tokenizer("tiny-bert"), ROWS)
+    with torch.no_grad():
+        out = model(**batch, output_details=True)
+    mask_state = out.hidden_states[torch.arange(len(ROWS)), batch["mask_positions"]]
+    torch.testing.assert_close(out.mask_hidden_state, mask_state, rtol=0, atol=0)
+    norm, head = model.classifier_norm, model.classifier
+    standardised = (mask_state - norm.running_mean) / torch.sqrt(norm.running_var + norm.eps)
+    expected = (standardised * norm.weight + norm.bias) @ head.weight.T + head.bias
+    torch.testing.assert_close(out.logits, expected, rtol=1e-5, atol=1e-6)
+    plain = head(mask_state)
+    assert not torch.allclose(out.logits, plain, atol=1e-3)  # the norm is applied, not skipped
+
+
+def test_no_classifier_norm_is_the_papers_head_exactly():
+    """`"none"` (the default) adds no module and gives logits = classifier([MASK] state), bit for bit; `"batch"` adds
+    only the norm's weights, drawing nothing from the random stream, so every shared weight is the same."""
+    plain = _three_layer_model().eval()
+    explicit = _three_layer_model(classifier_norm="none").eval()
+    normed = _three_layer_model(classifier_norm="batch").eval()
+    assert plain.classifier_norm is None and not any(isinstance(m, torch.nn.BatchNorm1d) for m in plain.modules())
+    assert plain.state_dict().keys() == explicit.state_dict().keys()
+    added = set(normed.state_dict()) - set(plain.state_dict())
+    assert added == {f"classifier_norm.{k}" for k in normed.classifier_norm.state_dict()}
+    assert all(torch.equal(v, normed.state_dict()[k]) for k, v in plain.state_dict().items())
+    batch = encode(load_tokenizer("tiny-bert"), ROWS)
+    with torch.no_grad():
+        out = plain(**batch, output_details=True)
+        torch.testing.assert_close(explicit(**batch).logits, out.logits, rtol=0, atol=0)
+        torch.testing.assert_close(plain.classifier(out.mask_hidden_state), out.logits, rtol=0, atol=0)
+
+
+def test_batch_norm_head_is_initialised_on_a_pretrained_backbone_and_reloads_its_statistics(tmp_path):
+    """`from_backbone` (a nested pretrained encoder) leaves the norm at weight 1, bias 0, mean 0, variance 1, and
+    `_init_weights` resets a garbage one; after training steps save/load keeps the moved running statistics."""
+    model = create_model("neighbor-attention", backbone="tiny-bert", **TINY, classifier_norm="batch")
+    norm = model.classifier_norm
+    fresh = {"weight": 1.0, "bias": 0.0, "running_mean": 0.0, "running_var": 1.0, "num_batches_tracked": 0}
+    for name, value in fresh.items():
+        assert torch.all(getattr(norm, name) == value), name
+    _randomise_classifier_norm(model)
+    model._init_weights(norm)
+    for name, value in fresh.items():
+        assert torch.all(getattr(norm, name) == value), name
+    batch = encode(load_tokenizer("tiny-bert"), ROWS)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+    model.train()
+    for _ in range(3):
+        optimizer.zero_grad()
+        model(**batch, labels=torch.tensor([0, 1, 2])).loss.backward()
+        optimizer.step()
+    model.eval()
+    model.save_pretrained(tmp_path)
+    reloaded = NeighborAttentionForSequenceClassification.from_pretrained(tmp_path).eval()
+    assert reloaded.config.classifier_norm == "batch"
+    saved = norm.state_dict()
+    assert int(saved["num_batches_tracked"]) == 3 and not torch.all(saved["running_var"] == 1.0)
+    for name, value in reloaded.classifier_norm.state_dict().items():
+        assert_close_after_reload(value, saved[name], msg=name)
+    with torch.no_grad():
+        assert_close_after_reload(reloaded(**batch).logits, model(**batch).logits)
 
 
 def test_training_samples_distinct_neighbours_among_the_top_k_candidates():
@@ -311,6 +418,7 @@ def test_minilm_trainable_fraction_decoder_and_pretrained_projections():
         ({"prompt_format": "cls"}, "prompt_format"),
         ({"token_decoder": "lm"}, "token_decoder"),
         ({"mask_regularizer_state": "after"}, "mask_regularizer_state"),
+        ({"classifier_norm": "layer"}, "classifier_norm"),
         ({"num_labels": 1}, "num_labels"),
     ],
 )

@@ -5,6 +5,7 @@ Task formulation (paper eq. 1, 4). `encode_neighbor_attention_inputs` writes
 `[CLS] [MASK]' Y1 or Y2 or ... or Yp of [MASK] [SEP] [MASK]' x1 [SEP] [MASK]' x2 [SEP]` with the tokenizer's own
 cls/sep/mask tokens ([MASK]' is the mask token too; `connecting_tokens=False` drops it). A linear head on the last
 hidden state of the label [MASK] (its position is the `mask_positions` input) predicts the class; cross-entropy.
+With `classifier_norm="batch"` (not in the paper) a BatchNorm1d standardises that state per feature first.
 
 Neighbor attention (paper section 4), with h the hidden states entering a neighbor layer, W_e the input-embedding
 matrix, d the hidden size:
@@ -25,7 +26,8 @@ matrix, d the hidden size:
 - neighbour update after each neighbor layer but the last: m'_ij = f(MHA(Q m_ij, K_b z_i, V_b z_i)) with
   z_i = [sg(h_i), sg(h_[MASK]), m_i1..m_ik], m <- LN(m' + m) with the same frozen attention LayerNorm (no FFN).
 - each neighbor layer has its own K_b, V_b (d x d, initialised from that layer's pretrained key/value projections
-  by `from_backbone`); f_e and LN_e are shared (they build m once). Only K_b, V_b, f_e, LN_e and the classifier train.
+  by `from_backbone`); f_e and LN_e are shared (they build m once). Only K_b, V_b, f_e, LN_e and the classifier (with
+  its BatchNorm under `classifier_norm="batch"`) train.
 - untouched tokens (Appendix D): in training each token independently keeps h_b = h_s with probability
   `untouched_fraction`, drawn once per forward pass: an untouched token skips every neighbor layer.
 
@@ -197,7 +199,8 @@ def _mlm_head_parts(mlm: nn.Module) -> "tuple[nn.Linear, nn.LayerNorm, torch.Ten
 
 
 class NeighborAttentionForSequenceClassification(PairzooPreTrainedModel):
-    """Frozen MLM encoder + neighbor attention in its upper layers; a linear head on the label [MASK] state."""
+    """Frozen MLM encoder + neighbor attention in its upper layers; a linear head on the label [MASK] state (after a
+    BatchNorm1d with `classifier_norm="batch"`)."""
 
     config_class = NeighborAttentionConfig
     input_format = "prompt"
@@ -220,6 +223,7 @@ class NeighborAttentionForSequenceClassification(PairzooPreTrainedModel):
             )
         dropout = config.classifier_dropout
         self.dropout = nn.Dropout(backbone_config.hidden_dropout_prob if dropout is None else dropout)
+        self.classifier_norm = nn.BatchNorm1d(hidden) if config.classifier_norm == "batch" else None
         self.classifier = nn.Linear(hidden, config.num_labels)
         self.post_init()
         self._set_trainable()
@@ -229,9 +233,16 @@ class NeighborAttentionForSequenceClassification(PairzooPreTrainedModel):
         super()._init_weights(module)
         if isinstance(module, MaskedLMDecoder):
             init.zeros_(module.bias)
+        elif isinstance(module, nn.BatchNorm1d):
+            init.ones_(module.weight)
+            init.zeros_(module.bias)
+            init.zeros_(module.running_mean)
+            init.ones_(module.running_var)
+            init.zeros_(module.num_batches_tracked)
 
     def _set_trainable(self) -> None:
-        """Freeze what the training mode keeps fixed; the MLM decoder (evaluation only) is always frozen."""
+        """Freeze what the training mode keeps fixed; the MLM decoder (evaluation only) is always frozen. The head
+        (classifier and its BatchNorm) is outside the backbone and trains in every mode."""
         mode = self.config.training_mode
         for name, param in self.backbone.named_parameters():
             param.requires_grad = mode == "full" or (mode == "bitfit" and name.endswith(".bias"))
@@ -455,7 +466,8 @@ class NeighborAttentionForSequenceClassification(PairzooPreTrainedModel):
             reg_n.append(self._neighbor_regularizer(hidden, neighbors, context))
             hidden, neighbors = new_hidden, new_neighbors
         mask_state = hidden[rows, mask_positions]
-        logits = self.classifier(self.dropout(mask_state))
+        head_input = mask_state if self.classifier_norm is None else self.classifier_norm(mask_state)
+        logits = self.classifier(self.dropout(head_input))
         regularizer_m = torch.stack(reg_m).mean() if reg_m else None
         regularizer_n = torch.stack(reg_n).mean() if reg_n else None
         loss = None

@@ -306,6 +306,35 @@ def test_batch_norm_head_recomputed_from_the_modules_running_statistics():
     assert not torch.allclose(out.logits, plain, atol=1e-3)  # the norm is applied, not skipped
 
 
+def test_batch_norm_head_in_training_uses_the_batch_statistics_and_one_example_the_running_ones():
+    """Train mode (dropout off): a batch is standardised with its own biased per-feature variance, and the running
+    statistics move by the momentum; a one-example batch, with no variance, is standardised with the running
+    statistics and leaves them as they are."""
+    model = _three_layer_model(classifier_norm="batch", classifier_dropout=0.0).train()
+    _randomise_classifier_norm(model)
+    norm, head = model.classifier_norm, model.classifier
+    before_mean, before_var = norm.running_mean.clone(), norm.running_var.clone()
+    batch = encode(load_tokenizer("tiny-bert"), ROWS)
+    with torch.no_grad():
+        out = model(**batch, output_details=True)
+    state = out.mask_hidden_state
+    mean, var = state.mean(0), state.var(0, unbiased=False)
+    expected = ((state - mean) / torch.sqrt(var + norm.eps) * norm.weight + norm.bias) @ head.weight.T + head.bias
+    torch.testing.assert_close(out.logits, expected, rtol=1e-5, atol=1e-5)
+    momentum = norm.momentum
+    torch.testing.assert_close(norm.running_mean, (1 - momentum) * before_mean + momentum * mean)
+    torch.testing.assert_close(norm.running_var, (1 - momentum) * before_var + momentum * state.var(0, unbiased=True))
+    kept_mean, kept_var = norm.running_mean.clone(), norm.running_var.clone()
+    kept_count = int(norm.num_batches_tracked)
+    one = {k: v[:1] for k, v in batch.items()}
+    with torch.no_grad():
+        single = model(**one, output_details=True)
+    standardised = (single.mask_hidden_state - kept_mean) / torch.sqrt(kept_var + norm.eps)
+    expected = (standardised * norm.weight + norm.bias) @ head.weight.T + head.bias
+    torch.testing.assert_close(single.logits, expected, rtol=1e-5, atol=1e-5)
+    assert torch.equal(norm.running_mean, kept_mean) and int(norm.num_batches_tracked) == kept_count
+
+
 def test_no_classifier_norm_is_the_papers_head_exactly():
     """`"none"` (the default) adds no module and gives logits = classifier([MASK] state), bit for bit; `"batch"` adds
     only the norm's weights, drawing nothing from the random stream, so every shared weight is the same."""

@@ -29,7 +29,7 @@ class NeighborAttentionConfig(PairzooConfig):
     - `classifier_norm="batch"`: a BatchNorm1d (affine, torch's default momentum and eps) standardises the [MASK]
       state per feature before the dropout and the linear head. It trains in every `training_mode` (it belongs to
       the head, like the classifier), and its running statistics are saved with the model and used at evaluation.
-      In training a batch needs more than one example (torch's BatchNorm rule).
+      A one-example training batch (no per-feature variance) is normalised with the running statistics instead.
       Why: on the bundled MiniLM, neighbor attention and BitFit (the same head) stay at SICK-E's majority class, and
       the frozen encoder's [MASK] states are an ill-conditioned input for a linear head rather than an uninformative
       one. Measured on the frozen MiniLM, SICK-E, the [MASK] states of this prompt (`benchmarks/probe_mask.py` and a

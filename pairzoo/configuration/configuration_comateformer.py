@@ -84,7 +84,9 @@ class ComateformerConfig(LabelledConfig):
       -0.73 Spearman on STS-B, each within the summed seed std; `mix_scale=10` is -0.53 on STS-B
       although its gates end below 0.007 in absolute value (the model stays within 1% of the backbone): a gap that
       size with the gates near zero points to run-to-run noise (plain's seed std is 0.46) rather than to the combined
-      heads (not tested further). The paper's form (`"paper"`) loses 2.8-10 points on all three (seeds 0-2).
+      heads (not tested further). The paper's form (`"paper"`) loses 2.8-10 points on all three (seeds 0-2). With
+      `key_normalization="l1"` mix is further below: -1.17 on STS-B, -0.54 on SICK-E (within the seed std) and -2.04
+      on MRPC (beyond it), seeds 0-2.
     - `key_normalization="count"`: M divided by the number of valid keys of its row (output = the mean of the
       gated values instead of their sum), so C no longer grows with the length (with the paper's nearly closed
       gate C is then 0.0002-0.01x S on MiniLM: pair it with an open gate, `center_difference` or `gate_bias`);

@@ -466,23 +466,16 @@ class NeighborAttentionForSequenceClassification(PairzooPreTrainedModel):
             reg_n.append(self._neighbor_regularizer(hidden, neighbors, context))
             hidden, neighbors = new_hidden, new_neighbors
         mask_state = hidden[rows, mask_positions]
-        head_input = mask_state
-        if self.classifier_norm is not None:
-            norm = self.classifier_norm
+        norm = self.classifier_norm
+        if norm is None:
+            head_input = mask_state
+        elif norm.training and len(mask_state) == 1:
             # a one-example training batch has no per-feature variance: it is normalised with the running statistics
-            batch_statistics = norm.training and len(mask_state) > 1
             head_input = nn.functional.batch_norm(
-                mask_state,
-                norm.running_mean,
-                norm.running_var,
-                norm.weight,
-                norm.bias,
-                training=batch_statistics,
-                momentum=norm.momentum,
-                eps=norm.eps,
+                mask_state, norm.running_mean, norm.running_var, norm.weight, norm.bias, training=False, eps=norm.eps
             )
-            if batch_statistics:
-                norm.num_batches_tracked.add_(1)
+        else:
+            head_input = norm(mask_state)
         logits = self.classifier(self.dropout(head_input))
         regularizer_m = torch.stack(reg_m).mean() if reg_m else None
         regularizer_n = torch.stack(reg_n).mean() if reg_n else None

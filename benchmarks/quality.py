@@ -25,7 +25,7 @@ Profiles:
   grid on seeds 0-4; then issue 25's conditional comparisons (`seaver` and both CSR comparisons on synthetic at
   `cpu-full`'s synthetic budget, `seaver-absa` on both ABSA domains) and issue 23's neighbor attention on SICK-E at
   the paper's 5 epochs (`comparison_args`), these two stages on seeds 0-2 (`stage_seeds`). The comment above
-  `PROFILES["gpu"]` estimates 24 + 20 + 14 minutes on one H100.
+  `PROFILES["gpu"]` estimates 26 + 35 + 14 minutes on one H100.
 
 Training arguments of a run, later ones winning: the profile's `args`, its `dataset_args` for the run's data set,
 its `comparison_args` for the run's comparison, the comparison's `train_args`, the arm's `train_args` (then, on CUDA,
@@ -203,6 +203,14 @@ COMPARISONS = [
                 "comateformer (mix, l1)",
                 "comateformer",
                 {"integration": "mix", "key_normalization": "l1"},
+                profiles=PEER_PROFILES,
+            ),
+            # mix drawing the plain arm's random numbers (same head init, same dropout masks for a seed): the arms
+            # differ by what the combined heads do, not by another random stream
+            Arm(
+                "comateformer (mix, no M dropout)",
+                "comateformer",
+                {"integration": "mix", "combined_dropout": False},
                 profiles=PEER_PROFILES,
             ),
         ),
@@ -404,30 +412,30 @@ PROFILES = {
     # (Trainer host work and ~450 kernels; 6 * 22M parameters * 2k tokens is 0.3 TFLOP, ~2 ms) and about 12 ms for a
     # Siamese host (cuDNN LSTMs on MiniLM's word embeddings), plus ~2.5 s a run (model from disk, tokenising the
     # split, dev evaluation at batch 256).
-    # Issue 22's stage, 29 runs a seed: 6 transformer arms x (540 + 417 + 345) steps (STS-B, SICK-E, MRPC at 3
-    # epochs) = 7,812 steps, 156 s; 11 Siamese runs x 417 steps = 4,587 steps, 55 s; 29 x 2.5 s = 73 s; about 285 s a
-    # seed, 24 minutes for 5 seeds.
-    # Issue 25's stage, 21 runs a seed: on synthetic (24,000 rows, 1 epoch, batch 32: 750 steps) the cross-encoder,
-    # SEAVER and its random-reweighting control (one backbone pass plus the reweighting, ~25 ms a step) 2,250 steps,
-    # 51 s; csr-tri's 5 arms at
-    # ~45 ms (condition and both sentences: three backbone passes) 3,750 steps, 169 s; csr-bi's 3 arms at ~32 ms (two
-    # passes) 2,250 steps, 72 s; seaver-absa's 5 arms x (306 + 198) steps (3 epochs of the 90% training splits, 3,242
-    # and 2,082 rows) = 2,520 steps, 60 s; 21 x 2.5 s = 53 s; about 405 s a seed, 20 minutes for 3 seeds.
+    # Issue 22's stage, 30 runs a seed: 7 transformer arms x (540 + 417 + 345) steps (STS-B, SICK-E, MRPC at 3
+    # epochs) = 9,114 steps, 182 s; 11 Siamese runs x 417 steps = 4,587 steps, 55 s; 30 x 2.5 s = 75 s; about 312 s a
+    # seed, 26 minutes for 5 seeds.
+    # Issue 25's stage, 21 runs a seed: on synthetic (24,000 rows, 2 epochs, batch 32: 1,500 steps) the cross-encoder,
+    # SEAVER and its random-reweighting control (one backbone pass plus the reweighting, ~23 ms a step) 4,500 steps,
+    # 102 s; csr-tri's 5 arms at ~45 ms (condition and both sentences: three backbone passes) 7,500 steps, 338 s;
+    # csr-bi's 3 arms at ~32 ms (two passes) 4,500 steps, 144 s; seaver-absa's 5 arms x (306 + 198) steps (3 epochs of
+    # the 90% training splits, 3,242 and 2,082 rows) = 2,520 steps, 60 s; 21 x 2.5 s = 53 s; about 697 s a seed,
+    # 35 minutes for 3 seeds.
     # Issue 23's stage, 6 runs a seed on SICK-E at the paper's 5 epochs (695 steps): full fine-tuning and the two
     # BitFit arms (plain and batch-norm head) 2,085 steps, 42 s; the three neighbor-attention arms (about 2x a full
     # step) 2,085 steps, 83 s; 6 x 2.5 s = 15 s; then each run's [MASK] expressiveness on its 495 dev rows and 1,000
     # e-SNLI dev rows (`esnli_rows`), on the CPU (the export is loaded there): about 40 s for a neighbor-attention arm,
     # 5 s for the others (the cpu-medium runs' one-thread rates over ~6 for 16 cores; all 9,842 e-SNLI rows would be
     # ~4 minutes a neighbor-attention run), 3 x 40 + 3 x 5 = 135 s; about 275 s a seed, 14 minutes for 3 seeds.
-    # 5 seeds everywhere would be 24 + 34 + 23 = 81 minutes, so the new stages run the first 3 seeds (`stage_seeds`):
-    # 24 + 20 + 14 = about 58 minutes in all (about 68 at 25 ms a transformer step and 15 ms a Siamese one), over the
-    # 25 minutes the issues ask for. Each stage is seed-major and issue 22's comes first, so `--max_runs 116` or
+    # 5 seeds everywhere would be 26 + 58 + 23 = 107 minutes, so the new stages run the first 3 seeds (`stage_seeds`):
+    # 26 + 35 + 14 = about 75 minutes in all (about 88 at 25 ms a transformer step and 15 ms a Siamese one), over the
+    # 25 minutes the issues ask for. Each stage is seed-major and issue 22's comes first, so `--max_runs 120` or
     # `--seeds 0 1 2 3` keeps whole seeds, and `--only` splits the later stages over several launches, if the first
     # seed's time (printed with each run) says it would not fit.
     "gpu": {
         "about": (
             "issue 22's required grid (5 seeds), then issue 25's conditional comparisons and issue 23's neighbor "
-            "attention (3 seeds); 3 epochs (synthetic: 2, neighbor attention: 5), bf16 on CUDA (estimated 24 + 20 + "
+            "attention (3 seeds); 3 epochs (synthetic: 2, neighbor attention: 5), bf16 on CUDA (estimated 26 + 35 + "
             "14 minutes on one H100)"
         ),
         "backbone": "minilm",

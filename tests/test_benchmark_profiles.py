@@ -152,7 +152,7 @@ def test_gpu_profile_runs_issue_25_then_issue_23_after_issue_22_on_three_seeds()
     for run in (r for r in later if r.dataset == "synthetic"):
         args = run.train_args
         assert args["synthetic_train_size"] == 24000 and args["learning_rate"] == 1e-4
-        assert args["per_device_train_batch_size"] == 32 and args["max_length"] == 64 and args["num_train_epochs"] == 1
+        assert args["per_device_train_batch_size"] == 32 and args["max_length"] == 64 and args["num_train_epochs"] == 2
         assert quality.planned_rows("synthetic", args) == 24000
         assert all(args[k] == full[run.comparison.name, run.arm.label][k] for k in quality.SYNTHETIC_TRAINING)
     absa = [r.train_args for r in later if r.dataset.startswith("absa-")]
@@ -204,7 +204,7 @@ def test_list_prints_every_planned_run_with_counts_and_trains_nothing(tmp_path, 
     lines = [line for line in capsys.readouterr().out.splitlines() if not line.startswith("#")]
     arms = {c.name: len(quality.profile_arms(c, "cpu-full")) for c in quality.COMPARISONS}
     expected = 2 * 3 * (arms["cross-encoder"] + arms["comateformer"])  # seeds x data sets x arms
-    assert arms["comateformer"] == 5 and len(lines) == expected + 1
+    assert arms["comateformer"] == 6 and len(lines) == expected + 1
     rows, epochs = {"stsb": 5749, "sick-e": 4439, "mrpc": 3668}, {"stsb": 1, "sick-e": 2, "mrpc": 2}
     examples = 0
     for line in lines[:-1]:

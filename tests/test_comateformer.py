@@ -61,8 +61,8 @@ class TestComateformerClassificationAblation(ModelHarness):
 
 
 class TestComateformerGentleIntegration(ModelHarness):
-    """Regression with every non-paper option on (mix, L1 key normalisation, gate bias, mean pooling, BCE); BERT
-    only (the options do not depend on the backbone family)."""
+    """Regression with every non-paper option on (mix, L1 key normalisation, gate bias, no dropout on M, mean pooling,
+    BCE); BERT only (the options do not depend on the backbone family)."""
 
     model_name = "comateformer"
     config_overrides = {
@@ -71,6 +71,7 @@ class TestComateformerGentleIntegration(ModelHarness):
         "mix_scale": 10.0,
         "key_normalization": "l1",
         "gate_bias": 1.0,
+        "combined_dropout": False,
         "pooling": "mean",
         "regression_loss": "bce",
     }
@@ -333,6 +334,34 @@ def test_mix_at_initialisation_is_exactly_the_backbone(backbone, key_normalizati
             torch.testing.assert_close(parameter.grad, grads[name].grad, rtol=1e-5, atol=1e-7, msg=name)
 
 
+@pytest.mark.parametrize("backbone", ["tiny-bert", "tiny-roberta"])
+def test_mix_without_combined_dropout_trains_on_the_plain_backbones_random_stream(backbone):
+    """Built with one seed, the mix model and the plain (`combined_layers=[]`) model hold the same weights and head:
+    building combined layers draws no random numbers. In training mode with `combined_dropout=False` a forward then
+    draws the plain model's dropout masks too, so at g = 0 both give the same loss; dropout on M draws more numbers
+    and shifts every later mask."""
+    inputs = pair_inputs(load_tokenizer(backbone), ROWS)
+    losses = {}
+    for combined_dropout in (False, True):
+        set_seed(0)
+        mix = create_model(
+            "comateformer", backbone=backbone, **TINY, integration="mix", combined_dropout=combined_dropout
+        )
+        set_seed(0)
+        plain = create_model("comateformer", backbone=backbone, combined_layers=[], combined_head_fraction=[])
+        plain_parameters = dict(plain.named_parameters())
+        for name, parameter in mix.named_parameters():
+            if not name.endswith("combined_mix"):
+                torch.testing.assert_close(parameter, plain_parameters[name], rtol=0, atol=0, msg=name)
+        for model in (mix, plain):
+            model.train()
+            set_seed(1)
+            losses[combined_dropout, model is mix] = model(**inputs).loss.detach()
+    torch.testing.assert_close(losses[False, True], losses[False, False], rtol=1e-6, atol=1e-7)
+    torch.testing.assert_close(losses[True, False], losses[False, False], rtol=1e-6, atol=1e-7)
+    assert not torch.allclose(losses[True, True], losses[True, False], rtol=1e-4, atol=1e-6)
+
+
 def test_mix_parameter_survives_save_and_load_and_backbone_checkpoints_load_into_mix(tmp_path):
     """The mix parameter is saved and reloaded; a plain backbone checkpoint (no mix parameter) loads strictly into a
     mix model, leaving g at zero, and rejects any other missing key."""
@@ -568,6 +597,8 @@ def test_combined_attention_outputs_and_ablation_switches_change_the_model():
         ({"gate_bias": float("nan")}, "gate_bias"),
         ({"gate_bias": float("-inf")}, "gate_bias"),
         ({"gate_bias": True}, "gate_bias"),
+        ({"combined_dropout": "no"}, "combined_dropout"),
+        ({"combined_dropout": None}, "combined_dropout"),
         ({"log_combined_stats": "yes"}, "log_combined_stats"),
         ({"pooling": "max"}, "pooling"),
         ({"regression_loss": "l1"}, "regression_loss"),

@@ -87,6 +87,11 @@ class ComateformerConfig(LabelledConfig):
       heads (not tested further). The paper's form (`"paper"`) loses 2.8-10 points on all three (seeds 0-2). With
       `key_normalization="l1"` mix is further below: -1.17 on STS-B, -0.54 on SICK-E (within the seed std) and -2.04
       on MRPC (beyond it), seeds 0-2.
+    - `combined_dropout=False` (with `"mix"`): no attention dropout on M, so a training forward draws exactly the
+      random numbers the plain backbone (`combined_layers=[]`) draws; building combined layers draws none either, so
+      one seed gives both the same head and the same dropout masks. At g = 0 the two then train identically, and
+      the difference between the arms is what the combined heads do, not another random stream. With dropout on M
+      (the default) each combined layer draws extra numbers and every later mask differs from the plain arm's.
     - `key_normalization="count"`: M divided by the number of valid keys of its row (output = the mean of the
       gated values instead of their sum), so C no longer grows with the length (with the paper's nearly closed
       gate C is then 0.0002-0.01x S on MiniLM: pair it with an open gate, `center_difference` or `gate_bias`);
@@ -142,6 +147,10 @@ class ComateformerConfig(LabelledConfig):
             by its row's L1 mass + 1e-6).
         gate_bias (`float`, *optional*, defaults to 0.0):
             Added to the gate's input N' before `difference_fn` (0 = the paper); finite.
+        combined_dropout (`bool`, *optional*, defaults to `True`):
+            Apply the backbone's attention dropout to M in training, as BERT applies it to softmax probabilities
+            (`True`). `False`: no dropout on M; with `integration="mix"` a training forward then draws exactly the
+            random numbers of the plain backbone (the softmax path's dropout on every head is its only one).
         log_combined_stats (`bool`, *optional*, defaults to `True`):
             In training mode, each combined layer records the mean gate and the ratio ||C|| / ||S|| (and the mean mix
             gate with `integration="mix"`); `combined_attention_stats()` returns them and
@@ -185,6 +194,7 @@ class ComateformerConfig(LabelledConfig):
         mix_scale: float = 100.0,
         key_normalization: str = "none",
         gate_bias: float = 0.0,
+        combined_dropout: bool = True,
         log_combined_stats: bool = True,
         pooling: str = "cls",
         regression_loss: str = "mse",
@@ -237,6 +247,7 @@ class ComateformerConfig(LabelledConfig):
         check_range("gate_bias", gate_bias)
         if not math.isfinite(gate_bias):
             raise ValueError(f"`gate_bias` must be finite, got {gate_bias!r}.")
+        check_choice("combined_dropout", combined_dropout, (True, False))
         check_choice("log_combined_stats", log_combined_stats, (True, False))
         check_choice("pooling", pooling, POOLINGS)
         check_choice("regression_loss", regression_loss, REGRESSION_LOSSES)
@@ -270,6 +281,7 @@ class ComateformerConfig(LabelledConfig):
         self.mix_scale = float(mix_scale)
         self.key_normalization = key_normalization
         self.gate_bias = float(gate_bias)
+        self.combined_dropout = combined_dropout
         self.log_combined_stats = log_combined_stats
         self.pooling = pooling
         self.regression_loss = regression_loss

@@ -244,7 +244,9 @@ class ComateformerSelfAttentionMixin:
             affinity, difference, gate, combined = combined_attention_maps(
                 query[:, heads], key[:, heads], keep, config, return_all=keep_maps or record
             )
-            combined_weights = nn.functional.dropout(combined, p=dropout, training=self.training)
+            combined_weights = combined
+            if config.combined_dropout:
+                combined_weights = nn.functional.dropout(combined, p=dropout, training=self.training)
             combined_outputs.append(torch.matmul(combined_weights, value[:, heads]))
             if keep_maps:
                 head_maps.append((affinity, difference, combined))
@@ -395,8 +397,14 @@ class ComateformerPreTrainedModel(PairzooPreTrainedModel):
         attention_class = _COMBINED_ATTENTION_CLASSES[config.backbone_config.model_type]
         for layer_idx, heads in combined_heads_per_layer(config).items():
             attention = self.backbone.encoder.layer[layer_idx].attention
-            combined = attention_class(attention.self.config, is_causal=False, layer_idx=layer_idx)
+            # The new layer takes the backbone layer's (initialised) projections. Neither its construction nor
+            # post_init may draw random numbers for them: that would shift the random stream, and the head's init
+            # with it, away from the plain backbone's for the same seed.
+            with torch.random.fork_rng(devices=[]):
+                combined = attention_class(attention.self.config, is_causal=False, layer_idx=layer_idx)
             combined.load_state_dict(attention.self.state_dict())
+            for module in combined.children():
+                module._is_hf_initialized = True
             combined.setup_combined(heads, config)
             attention.self = combined
 

@@ -328,7 +328,8 @@ PEER_TRAINING = {
 # issue 25: the synthetic task's budget. In a 2-epoch schedule the cross-encoder reached dev Spearman 85.07 after half
 # an epoch and 87.32 after one (seed 0; with 8,000 rows x 3 epochs at this rate it stalls near 50); a 1-epoch
 # schedule (the learning rate decays to 0 over the 750 steps) is at the edge: 61.25 / 87.08 / 8.52 on seeds 0-2,
-# SEAVER 88.38 / 73.84 / 30.42. So the profile trains 2 epochs (1,500 steps, about 17 minutes a run on 2 cores).
+# SEAVER 88.38 / 73.84 / 30.42. So the profile trains 2 epochs (1,500 steps, about 17 minutes a run on 2 cores):
+# cross-encoder 89.90 / 90.10 / 90.00, SEAVER 90.27 / 85.37 / 89.91 (`--profile cpu-full --only seaver`).
 SYNTHETIC_TRAINING = {
     "synthetic_train_size": 24000,
     "num_train_epochs": 2,

@@ -25,7 +25,7 @@ Profiles:
   grid on seeds 0-4; then issue 25's conditional comparisons (`seaver` and both CSR comparisons on synthetic at
   `cpu-full`'s synthetic budget, `seaver-absa` on both ABSA domains) and issue 23's neighbor attention on SICK-E at
   the paper's 5 epochs (`comparison_args`), these two stages on seeds 0-2 (`stage_seeds`). The comment above
-  `PROFILES["gpu"]` estimates 26 + 35 + 14 minutes on one H100.
+  `PROFILES["gpu"]` estimates 26 + 35 + 26 minutes on one H100.
 
 Training arguments of a run, later ones winning: the profile's `args`, its `dataset_args` for the run's data set,
 its `comparison_args` for the run's comparison, the comparison's `train_args`, the arm's `train_args` (then, on CUDA,
@@ -89,13 +89,15 @@ CSR_PROFILES = ("cpu-medium", *PEER_PROFILES)
 class Arm:
     """One model configuration of a comparison: `label` names it in tables; `train_args` only where the method's
     paper trains it differently (e.g. a larger learning rate for parameter-efficient training); `profiles`: the
-    profiles that run it (None: all)."""
+    profiles that run it (None: all); `adapted`: it trains on the run's backbone after the task-adaptive MLM step
+    (`adapted_backbone`)."""
 
     label: str
     model: str
     overrides: dict = field(default_factory=dict)
     train_args: dict = field(default_factory=dict)
     profiles: "tuple | None" = None
+    adapted: bool = False
 
 
 @dataclass(frozen=True)
@@ -253,6 +255,47 @@ for _matcher in MATCHERS:
             {"learning_rate": 1e-3, "num_train_epochs": 3},
         )
     )
+# issue 23: the parameter-efficient arms' learning-rate sweep (1e-3 is the arms above), chosen on dev
+NEIGHBOR_ATTENTION_SWEEP = tuple(
+    Arm(
+        f"{label} (batch-norm head, lr {rate})",
+        "neighbor-attention",
+        {"training_mode": mode, "classifier_norm": "batch", **extra},
+        {"learning_rate": float(rate)},
+        profiles=PEER_PROFILES,
+    )
+    for label, mode, extra in (
+        ("bitfit", "bitfit", {}),
+        ("neighbor attention", "neighbor", {"lambda_m": 0.0, "lambda_n": 0.0}),
+    )
+    for rate in ("3e-3", "1e-2")
+)
+# issue 23 item 3: full fine-tuning, BitFit and neighbor attention (without and with the paper's regularisers) on the
+# task-adapted backbone, whose [MASK] has been trained to predict tokens
+NEIGHBOR_ATTENTION_ADAPTED = tuple(
+    Arm(
+        f"{label} (adapted backbone)",
+        "neighbor-attention",
+        overrides,
+        train_args,
+        profiles=PEER_PROFILES,
+        adapted=True,
+    )
+    for label, overrides, train_args in (
+        ("full fine-tuning", {"training_mode": "full"}, {}),
+        ("bitfit (batch-norm head)", {"training_mode": "bitfit", "classifier_norm": "batch"}, {"learning_rate": 1e-3}),
+        (
+            "neighbor attention (batch-norm head)",
+            {"training_mode": "neighbor", "lambda_m": 0.0, "lambda_n": 0.0, "classifier_norm": "batch"},
+            {"learning_rate": 1e-3},
+        ),
+        (
+            "neighbor attention + reg (batch-norm head)",
+            {"training_mode": "neighbor", "classifier_norm": "batch"},
+            {"learning_rate": 1e-3},
+        ),
+    )
+)
 COMPARISONS.append(
     Comparison(
         "neighbor-attention",
@@ -266,11 +309,21 @@ COMPARISONS.append(
                 {"training_mode": "neighbor", "lambda_m": 0.0, "lambda_n": 0.0},
                 {"learning_rate": 1e-3},
             ),
+            # the earlier profiles' regularised arm (weights 0.1); the peer profiles run the paper's weights (1)
             Arm(
                 "neighbor attention + reg",
                 "neighbor-attention",
                 {"training_mode": "neighbor", "lambda_m": 0.1, "lambda_n": 0.1},
                 {"learning_rate": 1e-3},
+                profiles=EARLIER_PROFILES,
+            ),
+            # the paper's exact method: raw [MASK] state, objective CE - L_m - L_n (the config's defaults)
+            Arm(
+                "neighbor attention + reg (paper weights)",
+                "neighbor-attention",
+                {"training_mode": "neighbor"},
+                {"learning_rate": 1e-3},
+                profiles=PEER_PROFILES,
             ),
             # issue 23: the same heads on the [MASK] state standardised per feature (`classifier_norm`)
             Arm(
@@ -295,6 +348,8 @@ COMPARISONS.append(
                 {"learning_rate": 1e-3},
                 profiles=PEER_PROFILES,
             ),
+            *NEIGHBOR_ATTENTION_SWEEP,
+            *NEIGHBOR_ATTENTION_ADAPTED,
         ),
         ("sick-e", "rte"),
         expressiveness=True,
@@ -345,6 +400,11 @@ SYNTHETIC_TRAINING = {
     "per_device_train_batch_size": 32,
     "max_length": 64,
 }
+# issue 23 item 3: the task-adaptive MLM step of the `adapted` arms (`pairzoo.adapt_mlm` flags): TAPT's learning
+# rate, batch and warm-up (the module's defaults), 10 epochs of the task's distinct training sentences (SICK-E: about
+# 1,500 steps), sentences cut at 64 tokens, seed 0; one adapted backbone per (backbone, data set) and output folder,
+# shared by every seed and arm.
+ADAPTATION = {"num_train_epochs": 10, "learning_rate": 1e-4, "batch_size": 32, "max_length": 64, "seed": 0}
 # Issue 25's conditional comparisons and issue 23's neighbor attention on SICK-E, as (comparison, data sets) pairs.
 ISSUE25_COMPARISONS = (
     ("seaver-absa", ("absa-restaurants", "absa-laptops")),
@@ -432,14 +492,13 @@ PROFILES = {
     # csr-bi's 3 arms at ~32 ms (two passes) 4,500 steps, 144 s; seaver-absa's 5 arms x (306 + 198) steps (3 epochs of
     # the 90% training splits, 3,242 and 2,082 rows) = 2,520 steps, 60 s; 21 x 2.5 s = 53 s; about 697 s a seed,
     # 35 minutes for 3 seeds.
-    # Issue 23's stage, 6 runs a seed on SICK-E at the paper's 5 epochs (695 steps): full fine-tuning and the two
-    # BitFit arms (plain and batch-norm head) 2,085 steps, 42 s; the three neighbor-attention arms (about 2x a full
-    # step) 2,085 steps, 83 s; 6 x 2.5 s = 15 s; then each run's [MASK] expressiveness on its 495 dev rows and 1,000
-    # e-SNLI dev rows (`esnli_rows`), on the CPU (the export is loaded there): about 40 s for a neighbor-attention arm,
-    # 5 s for the others (the cpu-medium runs' one-thread rates over ~6 for 16 cores; all 9,842 e-SNLI rows would be
-    # ~4 minutes a neighbor-attention run), 3 x 40 + 3 x 5 = 135 s; about 275 s a seed, 14 minutes for 3 seeds.
-    # 5 seeds everywhere would be 26 + 58 + 23 = 107 minutes, so the new stages run the first 3 seeds (`stage_seeds`):
-    # 26 + 35 + 14 = about 75 minutes in all (about 88 at 25 ms a transformer step and 15 ms a Siamese one), over the
+    # Issue 23's stage, 15 runs a seed on SICK-E at the paper's 5 epochs (695 steps): full fine-tuning and BitFit,
+    # on MiniLM and on the task-adapted backbone, with the BitFit learning-rate sweep (7 runs) 4,865 steps, 97 s; the 8
+    # neighbor-attention runs (about 2.5x a full step: 35 s each) 280 s; the adaptation step once (1,500 MLM steps,
+    # ~25 s); each run's [MASK] expressiveness on its 495 dev rows and 1,000 e-SNLI dev rows (`esnli_rows`) on the GPU,
+    # ~5 s; 15 x (2.5 + 5) s = 113 s; about 515 s a seed, 26 minutes for 3 seeds.
+    # 5 seeds everywhere would be 26 + 58 + 43 = 127 minutes, so the new stages run the first 3 seeds (`stage_seeds`):
+    # 26 + 35 + 26 = about 87 minutes in all (about 100 at 25 ms a transformer step and 15 ms a Siamese one), over the
     # 25 minutes the issues ask for. Each stage is seed-major and issue 22's comes first, so `--max_runs 120` or
     # `--seeds 0 1 2 3` keeps whole seeds, and `--only` splits the later stages over several launches, if the first
     # seed's time (printed with each run) says it would not fit.
@@ -447,7 +506,7 @@ PROFILES = {
         "about": (
             "issue 22's required grid (5 seeds), then issue 25's conditional comparisons and issue 23's neighbor "
             "attention (3 seeds); 3 epochs (synthetic: 2, neighbor attention: 5), bf16 on CUDA (estimated 26 + 35 + "
-            "14 minutes on one H100)"
+            "26 minutes on one H100)"
         ),
         "backbone": "minilm",
         "seeds": (0, 1, 2, 3, 4),
@@ -665,6 +724,23 @@ def train_argv(
     return argv + ["--eval_strategy", "no", "--save_strategy", "no", "--export", str(export), "--report_to", "none"]
 
 
+def adapted_backbone(backbone: str, dataset: str, output_dir: Path) -> Path:
+    """`backbone` after the task-adaptive MLM step on `dataset`'s training sentences (`ADAPTATION`), the folder
+    `<output_dir>/adapted/<backbone>__<dataset>` (ignored by git); `pairzoo.adapt_mlm` writes it when it is missing.
+    It writes the folder under a temporary name and renames it into place, so a folder that exists is complete: every
+    seed and arm of the output folder reuses it."""
+    from pairzoo.adapt_mlm import ADAPTATION_FILE
+    from pairzoo.adapt_mlm import main as adapt_main
+
+    slug = "".join(ch if ch.isalnum() else "-" for ch in Path(backbone).name)
+    folder = output_dir / "adapted" / f"{slug}__{dataset}"
+    if not (folder / ADAPTATION_FILE).exists():
+        flags = [f"--{key}={value}" for key, value in ADAPTATION.items()]
+        if adapt_main(["--dataset", dataset, "--backbone", backbone, "--output_dir", str(folder), *flags]):
+            raise SystemExit(f"the task-adaptive MLM step of {backbone!r} on {dataset!r} failed (message above).")
+    return folder
+
+
 def expressiveness_metrics(export_dir: Path, dataset: str, args: dict, esnli_rows: "int | None") -> dict:
     """Recall@20 and Precision@20 of the trained model's decoded [MASK] states (issue 7): on the dev rows the run was
     scored on (keywords: the pair's content words) and, for SICK-E, on the first `esnli_rows` e-SNLI dev rows
@@ -676,6 +752,7 @@ def expressiveness_metrics(export_dir: Path, dataset: str, args: dict, esnli_row
     from pairzoo.training.expressiveness import evaluate_expressiveness
 
     model = AutoModelForSequenceClassification.from_pretrained(export_dir)
+    model.to("cuda" if torch.cuda.is_available() else "cpu")
     tokenizer = AutoTokenizer.from_pretrained(export_dir)
     length = int(args.get("max_length", 128))
     evaluations = {"validation": (dataset, "pair", args.get("max_eval_samples"))}
@@ -779,9 +856,13 @@ def main(argv: "list[str] | None" = None) -> None:
             print(f"stopped after {trained} runs (--max_runs)", flush=True)
             break
         comparison, arm, dataset, seed, train_args = run.comparison, run.arm, run.dataset, run.seed, run.train_args
+        run_backbone, adaptation = backbone, None
+        if arm.adapted:
+            folder = adapted_backbone(backbone, dataset, output_dir)
+            run_backbone, adaptation = str(folder), json.loads((folder / "adaptation.json").read_text())
         with tempfile.TemporaryDirectory(prefix="pairzoo-bench-") as scratch:
             scratch = Path(scratch)
-            run_argv = train_argv(arm, dataset, seed, train_args, backbone, scratch, comparison.expressiveness)
+            run_argv = train_argv(arm, dataset, seed, train_args, run_backbone, scratch, comparison.expressiveness)
             t0 = time.time()
             metrics = run_one(run_argv, profile["launcher"], scratch)
             if comparison.expressiveness:
@@ -796,7 +877,8 @@ def main(argv: "list[str] | None" = None) -> None:
             "split": "validation",
             "seed": seed,
             "profile": args.profile,
-            "backbone": backbone,
+            "backbone": run_backbone,
+            **({"adaptation": adaptation} if adaptation is not None else {}),
             "train_args": train_args,
             "metrics": metrics,
             "wall_seconds": round(time.time() - t0, 1),

@@ -15,6 +15,12 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 import quality  # noqa: E402
 import report  # noqa: E402
 
+ADAPTED_ARMS = (
+    "full fine-tuning",
+    "bitfit (batch-norm head)",
+    "neighbor attention (batch-norm head)",
+    "neighbor attention + reg (batch-norm head)",
+)
 PEER_RECIPE = {"num_train_epochs": None, "learning_rate": 2e-5, "weight_decay": 0.01, "warmup_steps": 0.1}
 
 
@@ -35,9 +41,10 @@ def test_cpu_full_trains_transformer_arms_with_the_peer_recipe_per_data_set():
             assert args["per_device_train_batch_size"] == 16 and args["max_length"] == 128
             assert args["warmup_steps"] == 0.1
             assert "max_train_samples" not in args and "max_eval_samples" not in args and "bf16" not in args
-    # a method's own learning rate still wins over the profile's (BitFit), the epochs stay the data set's
+    # a method's own learning rate still wins over the profile's (BitFit); neighbor attention's comparison trains the
+    # paper's 5 epochs instead of the data set's 2
     bitfit = _run(runs, "neighbor-attention", "bitfit", "sick-e").train_args
-    assert bitfit["learning_rate"] == 1e-3 and bitfit["num_train_epochs"] == 2
+    assert bitfit["learning_rate"] == 1e-3 and bitfit["num_train_epochs"] == 5
 
 
 def test_cpu_full_siamese_hosts_keep_their_own_schedule_on_the_full_split():
@@ -146,7 +153,7 @@ def test_gpu_profile_runs_issue_25_then_issue_23_after_issue_22_on_three_seeds()
     arms = {c.name: len(quality.profile_arms(c, "gpu")) for c in quality.COMPARISONS}
     assert arms["seaver"] == 3 and arms["csr-tri"] == 5 and arms["csr-bi"] == 3 and arms["seaver-absa"] == 5
     per_seed = arms["seaver"] + 2 * arms["seaver-absa"] + arms["csr-tri"] + arms["csr-bi"] + arms["neighbor-attention"]
-    assert len(later) == 3 * per_seed == 3 * 27
+    assert len(later) == 3 * per_seed == 3 * 36
     # synthetic: cpu-full's synthetic budget
     full = {(r.comparison.name, r.arm.label): r.train_args for r in quality.plan_runs("cpu-full", (0,))}
     for run in (r for r in later if r.dataset == "synthetic"):
@@ -159,9 +166,16 @@ def test_gpu_profile_runs_issue_25_then_issue_23_after_issue_22_on_three_seeds()
     assert absa and all(a["num_train_epochs"] == 3 and a["learning_rate"] == 2e-5 for a in absa)
     # neighbor attention at the paper's 5 epochs, its arms' own learning rates kept; issue 22's SICK-E runs stay at 3
     na = {r.arm.label: r.train_args for r in later if r.comparison.name == "neighbor-attention"}
-    assert len(na) == 6 and all(a["num_train_epochs"] == 5 for a in na.values())
+    assert len(na) == 15 and all(a["num_train_epochs"] == 5 for a in na.values())
     assert na["full fine-tuning"]["learning_rate"] == 2e-5 and na["neighbor attention"]["learning_rate"] == 1e-3
     assert {na[f"{arm} (batch-norm head)"]["learning_rate"] for arm in ("neighbor attention", "bitfit")} == {1e-3}
+    # the parameter-efficient arms' learning-rate sweep, and the four arms on the task-adapted backbone
+    for arm in ("neighbor attention", "bitfit"):
+        rates = {rate: na[f"{arm} (batch-norm head, lr {rate})"]["learning_rate"] for rate in ("3e-3", "1e-2")}
+        assert rates == {"3e-3": 3e-3, "1e-2": 1e-2}
+    adapted = {r.arm.label for r in later if r.arm.adapted}
+    assert adapted == {f"{arm} (adapted backbone)" for arm in ADAPTED_ARMS}
+    assert all(na[f"{arm} (adapted backbone)"]["learning_rate"] == na[arm]["learning_rate"] for arm in ADAPTED_ARMS)
     sick_e = {
         r.train_args["num_train_epochs"]
         for r in runs
@@ -172,6 +186,50 @@ def test_gpu_profile_runs_issue_25_then_issue_23_after_issue_22_on_three_seeds()
     assert {r.seed for r in quality.plan_runs("gpu", (7, 8)) if r.comparison.name == "csr-bi"} == {7, 8}
     capped = {r.seed for r in quality.plan_runs("gpu", (9, 8, 7, 6)) if r.comparison.name == "seaver"}
     assert capped == {9, 8, 7}
+
+
+def test_adapted_arms_train_on_one_task_adapted_backbone_written_once(tmp_path, monkeypatch):
+    adaptations, backbones = [], []
+
+    def fake_adapt(argv: list) -> int:
+        adaptations.append(argv)
+        folder = Path(argv[argv.index("--output_dir") + 1])
+        folder.mkdir(parents=True)
+        (folder / "adaptation.json").write_text(json.dumps({"dataset": argv[argv.index("--dataset") + 1]}))
+        return 0
+
+    def fake_run_one(argv: list, launcher: str, output_dir: Path) -> dict:
+        backbones.append(argv[argv.index("--backbone") + 1])
+        return {"validation_accuracy": 60.0}
+
+    import pairzoo.adapt_mlm
+
+    monkeypatch.setattr(pairzoo.adapt_mlm, "main", fake_adapt)
+    monkeypatch.setattr(quality, "run_one", fake_run_one)
+    monkeypatch.setattr(quality, "expressiveness_metrics", lambda *args: {})
+    monkeypatch.setattr(quality, "environment", lambda: {"hardware": {}, "versions": {}, "git_commit": "x"})
+    arms = ["full fine-tuning", "full fine-tuning (adapted backbone)"]
+    argv = ["--profile", "cpu-full", "--only", "neighbor-attention", "--arms", *arms, "--output_dir", str(tmp_path)]
+    quality.main([*argv, "--seeds", "0", "1"])
+    folder = tmp_path / "adapted" / "minilm__sick-e"
+    assert len(adaptations) == 1  # one adaptation for both seeds
+    flags = adaptations[0]
+    assert flags[:6] == ["--dataset", "sick-e", "--backbone", "minilm", "--output_dir", str(folder)]
+    assert flags[6:] == [f"--{key}={value}" for key, value in quality.ADAPTATION.items()]
+    assert backbones == ["minilm", str(folder)] * 2
+    record = json.loads(
+        (tmp_path / "runs" / "neighbor-attention__full-fine-tuning--adapted-backbone-__sick-e__seed1.json").read_text()
+    )
+    assert record["backbone"] == str(folder) and record["adaptation"] == {"dataset": "sick-e"}
+    plain = json.loads((tmp_path / "runs" / "neighbor-attention__full-fine-tuning__sick-e__seed0.json").read_text())
+    assert plain["backbone"] == "minilm" and "adaptation" not in plain
+    # a failed adaptation stops the benchmark before the adapted arm trains or writes anything
+    monkeypatch.setattr(pairzoo.adapt_mlm, "main", lambda argv: 2)
+    with pytest.raises(SystemExit, match="task-adaptive MLM step of 'minilm' on 'sick-e' failed"):
+        quality.main([*argv, "--seeds", "2", "--output_dir", str(tmp_path / "other")])
+    assert sorted(p.name for p in (tmp_path / "other" / "runs").iterdir()) == [
+        "neighbor-attention__full-fine-tuning__sick-e__seed2.json"
+    ]
 
 
 def test_every_profile_stage_names_known_comparisons_and_data_sets(monkeypatch):

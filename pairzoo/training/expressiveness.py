@@ -111,7 +111,8 @@ def evaluate_expressiveness(
     batch_size: int = 32,
     max_length: int = 96,
 ) -> dict:
-    """Accuracy (rows with a label >= 0), Recall@k and Precision@k of the decoded [MASK] states of `rows`.
+    """Accuracy (rows with a label >= 0), Recall@k and Precision@k of the decoded [MASK] states of `rows`, computed
+    on the device the model is on.
 
     `keywords`: `pair`, `esnli-proxy`, or `given` (each row carries its own `keywords` set, e.g. the highlights).
     """
@@ -121,7 +122,8 @@ def evaluate_expressiveness(
     model.eval()
     config = model.config
     words = resolve_label_words(config)
-    special = torch.tensor(sorted(set(tokenizer.all_special_ids)), dtype=torch.long)
+    device = next(model.parameters()).device
+    special = torch.tensor(sorted(set(tokenizer.all_special_ids)), dtype=torch.long, device=device)
     correct = labelled = scored = dropped = 0
     recall = precision = 0.0
     for start in range(0, len(rows), batch_size):
@@ -135,7 +137,7 @@ def evaluate_expressiveness(
             connecting_tokens=config.connecting_tokens,
             prompt_format=config.prompt_format,
         )
-        out = model(**batch, output_details=True)
+        out = model(**{key: value.to(device) for key, value in batch.items()}, output_details=True)
         logits = model.decode_mask_logits(out.mask_hidden_state)
         logits[:, special] = float("-inf")
         top = logits.topk(k, dim=-1).indices.tolist()

@@ -4,7 +4,9 @@ Each (comparison, arm, data set, seed) is one `pairzoo.train` run; its result is
 under `<output_dir>/runs/` (config, seed, metrics, wall time, hardware, package versions, git commit). Existing files
 are kept, so an interrupted benchmark resumes where it stopped (`--force` reruns). `benchmarks/report.py` turns the
 files into the Markdown table, the bar chart and the README's "Results" section. `--list` prints the planned runs
-(id, epochs, training rows, done or not) without training; `--max_runs N` stops after N trained runs.
+(id, epochs, training rows, done or not) without training; `--max_runs N` stops after N trained runs, and
+`--time_budget_s S` starts no run that would end past S seconds (judged by the longest run so far), for a lent GPU
+whose time is counted.
 
 Profiles:
 - `cpu-small`: the bundled MiniLM, capped rows, one epoch for every run (also where a comparison trains longer) and
@@ -807,6 +809,12 @@ def main(argv: "list[str] | None" = None) -> None:
     parser.add_argument("--force", action="store_true", help="rerun runs whose result file exists")
     parser.add_argument("--list", action="store_true", help="print the planned runs and counts; train nothing")
     parser.add_argument("--max_runs", type=_positive_int, default=None, help="stop after this many trained runs")
+    parser.add_argument(
+        "--time_budget_s",
+        type=_positive_int,
+        default=None,
+        help="start no run that would end past this many seconds, judged by the longest run so far",
+    )
     args = parser.parse_args(argv)
     profile = PROFILES[args.profile]
     output_dir = args.output_dir or REPO / "benchmarks" / "results" / args.profile
@@ -847,7 +855,7 @@ def main(argv: "list[str] | None" = None) -> None:
         raise SystemExit(f"config_overrides this checkout's configs do not take: {unknown}; leave those arms out.")
     env = environment()
     started = time.time()
-    trained = 0
+    trained, longest = 0, 0.0
     for run in runs:
         path = output_dir / "runs" / f"{run.id}.json"
         if path.exists() and not args.force:
@@ -855,6 +863,10 @@ def main(argv: "list[str] | None" = None) -> None:
         if args.max_runs is not None and trained == args.max_runs:
             print(f"stopped after {trained} runs (--max_runs)", flush=True)
             break
+        if args.time_budget_s is not None and time.time() - started + longest > args.time_budget_s:
+            print(f"stopped after {trained} runs: the next could end past --time_budget_s", flush=True)
+            break
+        begun = time.time()  # with the adaptation step, when the arm needs one
         comparison, arm, dataset, seed, train_args = run.comparison, run.arm, run.dataset, run.seed, run.train_args
         run_backbone, adaptation = backbone, None
         if arm.adapted:
@@ -885,7 +897,7 @@ def main(argv: "list[str] | None" = None) -> None:
             **env,
         }
         write_json_atomic(path, payload)
-        trained += 1
+        trained, longest = trained + 1, max(longest, time.time() - begun)
         print(f"[{time.time() - started:7.0f}s] {path.name}: {json.dumps(metrics)}", flush=True)
     print(f"done in {time.time() - started:.0f}s; results in {output_dir / 'runs'}", flush=True)
 

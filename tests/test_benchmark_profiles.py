@@ -311,6 +311,23 @@ def test_max_runs_stops_after_that_many_trained_runs_and_resumes(tmp_path, monke
     assert [r["train_args"]["num_train_epochs"] for r in records] == [2, 3, 3, 3]
 
 
+def test_time_budget_starts_no_run_that_would_end_past_it(tmp_path, monkeypatch, capsys):
+    clock = [0.0]
+    monkeypatch.setattr(quality.time, "time", lambda: clock[0])
+
+    def fake_run_one(argv: list, launcher: str, output_dir: Path) -> dict:
+        clock[0] += 40.0  # every run takes 40 s
+        return {"validation_accuracy": 80.0}
+
+    monkeypatch.setattr(quality, "run_one", fake_run_one)
+    monkeypatch.setattr(quality, "environment", lambda: {"hardware": {}, "versions": {}, "git_commit": "x"})
+    argv = ["--profile", "cpu-full", "--only", "siamese-esim", "--datasets", "sick-e", "--seeds", "0", "1"]
+    quality.main([*argv, "--output_dir", str(tmp_path), "--time_budget_s", "100"])
+    # runs end at 40 and 80 s; a third would end at 120 > 100
+    assert len(list((tmp_path / "runs").iterdir())) == 2
+    assert "stopped after 2 runs: the next could end past --time_budget_s" in capsys.readouterr().out
+
+
 def test_arms_flag_keeps_only_the_named_arms_in_plan_order(tmp_path, capsys):
     labels = ["comateformer (mix)", "plain backbone"]
     argv = ["--profile", "cpu-full", "--only", "comateformer", "--seeds", "0", "--output_dir", str(tmp_path)]

@@ -42,7 +42,7 @@ from pairzoo import create_model, list_backbones, load_tokenizer
 from pairzoo.adapt_mlm import ADAPTATION_FILE
 from pairzoo.fileio import write_text_atomic
 from pairzoo.modeling.modeling_neighbor_attention import resolve_label_words
-from pairzoo.training.cli import DataArguments, _check_model_reads_task, _check_number, _prepare_data
+from pairzoo.training.cli import DataArguments, check_model_reads_task, check_number, prepare_data
 from pairzoo.training.collators import make_collator
 from pairzoo.training.data import dataset_task
 
@@ -153,10 +153,10 @@ def parse_args(argv: "list[str] | None" = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     for flag in ("max_train_rows", "max_eval_rows", "batch_size", "max_length", "head_epochs"):
         if getattr(args, flag) is not None:
-            _check_number(flag, getattr(args, flag), "an integer >= 1", lambda v: v >= 1)
+            check_number(flag, getattr(args, flag), "an integer >= 1", lambda v: v >= 1)
     for rate in args.head_learning_rates:
-        _check_number("head_learning_rates", rate, "a number > 0", lambda v: v > 0)
-    _check_model_reads_task(MODEL, args.dataset, dataset_task(args.dataset))
+        check_number("head_learning_rates", rate, "a number > 0", lambda v: v > 0)
+    check_model_reads_task(MODEL, args.dataset, dataset_task(args.dataset))
     return args
 
 
@@ -170,7 +170,7 @@ def main(argv: "list[str] | None" = None) -> dict:
         max_train_samples=args.max_train_rows,
         max_eval_samples=args.max_eval_rows,
     )
-    train, validation = _prepare_data(data_args, args.seed)
+    train, validation = prepare_data(data_args, args.seed)
     if len(set(train["label"])) < 2:
         raise ValueError(f"the {len(train)} train rows hold one class: a probe needs two; raise `--max_train_rows`.")
     label_names = list(train.features["label"].names)

@@ -2,8 +2,9 @@
 
 Continues MLM training of an encoder on the sentences of one task's training split (both sentences of each pair,
 each distinct sentence once; the validation and test splits are never read) and saves a backbone folder: the model
-with its MLM head (`BertForMaskedLM` / `RobertaForMaskedLM` layout), the tokenizer, and `adaptation.json` (what it was
-adapted on, with which budget, and the final training loss).
+with its MLM head (`BertForMaskedLM` / `RobertaForMaskedLM` layout), the original backbone's pooler weights when it
+has them (the masked-LM class has no pooler and would drop them; MLM training never touches them), the tokenizer, and
+`adaptation.json` (what it was adapted on, with which budget, and the final training loss).
 
 The bundled `minilm` is saved without an MLM head: a new head is initialised (transform dense + LayerNorm, decoder
 tied to the input embeddings as BERT does, zero output bias) and trained with the encoder. A backbone that already
@@ -39,6 +40,7 @@ from pathlib import Path
 
 import torch
 from transformers import (
+    AutoModel,
     AutoModelForMaskedLM,
     AutoTokenizer,
     DataCollatorForLanguageModeling,
@@ -132,6 +134,16 @@ def load_masked_lm(backbone: str, allow_existing_head: bool) -> "tuple[torch.nn.
     return model, path, new_head
 
 
+def original_pooler(path: str, prefix: str) -> "dict[str, torch.Tensor]":
+    """The pooler weights of the backbone at `path`, named as a masked LM with `base_model_prefix` `prefix` saves them
+    (e.g. `bert.pooler.dense.weight`); empty when the checkpoint has no trained pooler."""
+    base, info = AutoModel.from_pretrained(path, output_loading_info=True)
+    pooler = getattr(base, "pooler", None)
+    if pooler is None or any(key.startswith("pooler.") for key in info["missing_keys"]):
+        return {}
+    return {f"{prefix}.pooler.{name}": tensor for name, tensor in pooler.state_dict().items()}
+
+
 def check_tokenizer(tokenizer, model: torch.nn.Module, name: str) -> None:
     """A ValueError unless `tokenizer` has a mask token and exactly as many tokens as the model's input embeddings."""
     rows = model.get_input_embeddings().num_embeddings
@@ -187,7 +199,7 @@ def adapt(args: argparse.Namespace) -> dict:
             result = trainer.train()
         if not math.isfinite(result.training_loss):
             raise FloatingPointError(f"adaptation diverged (training loss {result.training_loss}); nothing saved.")
-        model.save_pretrained(tmp)
+        model.save_pretrained(tmp, state_dict={**model.state_dict(), **original_pooler(path, model.base_model_prefix)})
         tokenizer.save_pretrained(tmp)
         record = {
             "backbone": args.backbone,

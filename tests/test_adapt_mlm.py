@@ -94,6 +94,16 @@ def test_adapted_folder_has_a_tied_trained_mlm_head_and_records_its_budget(adapt
     assert not [p.name for p in folder.parent.iterdir() if p.name.startswith(".")]  # no temporary folder left
 
 
+def test_adapted_folder_keeps_the_original_backbones_pooler(adapted):
+    _, backbone, folder = adapted
+    original = BertModel.from_pretrained(backbone)
+    loaded, info = BertModel.from_pretrained(folder, output_loading_info=True)
+    assert not info["missing_keys"]
+    assert torch.equal(loaded.pooler.dense.weight, original.pooler.dense.weight)
+    assert torch.equal(loaded.pooler.dense.bias, original.pooler.dense.bias)
+    assert not AutoModelForMaskedLM.from_pretrained(folder, output_loading_info=True)[1]["missing_keys"]
+
+
 def test_neighbor_attention_decodes_mask_states_with_the_adapted_head(adapted):
     _, _, folder = adapted
     model = create_model("neighbor-attention", backbone=str(folder), num_labels=3, **NA).eval()
@@ -135,6 +145,8 @@ def test_existing_head_is_continued_with_the_flag(tmp_path):
     data, backbone = _sick(tmp_path, 12), _backbone(tmp_path / "mlm", with_head=True)
     assert main(_args(data, backbone, tmp_path / "out", "--max_steps", "1", "--allow_existing_head")) == 0
     assert json.loads((tmp_path / "out" / ADAPTATION_FILE).read_text())["mlm_head"] == "continued"
+    info = BertModel.from_pretrained(tmp_path / "out", output_loading_info=True)[1]
+    assert sorted(info["missing_keys"]) == ["pooler.dense.bias", "pooler.dense.weight"]  # the original had none
 
 
 def test_overwrite_replaces_a_non_empty_output_dir(tmp_path):

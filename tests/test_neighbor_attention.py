@@ -13,6 +13,7 @@ from pairzoo.modeling.modeling_neighbor_attention import (
     NeighborAttentionForSequenceClassification,
     encode_neighbor_attention_inputs,
 )
+from pairzoo.training import expressiveness
 from pairzoo.training.collators import make_collator
 from pairzoo.training.expressiveness import (
     esnli_proxy_keywords,
@@ -498,6 +499,26 @@ def test_expressiveness_recall_and_precision():
         create_model("neighbor-attention", backbone="tiny-bert", **TINY), tokenizer, [{**row, "label": 0}], k=20
     )
     assert 0.0 <= real["recall@20"] <= 100.0 and real["accuracy"] in (0.0, 100.0)
+
+
+def test_expressiveness_cli_is_deterministic_and_leaves_the_global_rng_alone(tmp_path):
+    model = create_model("neighbor-attention", backbone="tiny-bert", **TINY)
+    model.save_pretrained(tmp_path / "model")
+    load_tokenizer("tiny-bert").save_pretrained(tmp_path / "model")
+    path = tmp_path / "esnli_dev.csv"
+    path.write_text(
+        "gold_label,Sentence1,Sentence2,Sentence1_marked_1,Sentence2_marked_1\n"
+        "neutral,Two women are embracing.,The sisters hug.,Two women are *embracing*.,The *sisters* hug.\n"
+        "entailment,A dog runs outside.,An animal moves.,A *dog* *runs* outside.,An *animal* *moves*.\n"
+    )
+    argv = ["--model_dir", str(tmp_path / "model"), "--esnli_csv", str(path), "--k", "5"]
+    torch.manual_seed(123)
+    state = torch.get_rng_state()
+    first = expressiveness.main(argv)
+    assert torch.equal(torch.get_rng_state(), state)
+    torch.manual_seed(7)  # a different global stream must not change the result
+    assert expressiveness.main(argv) == first
+    assert first["examples"] == 2 and first["examples_with_keywords"] > 0
 
 
 def test_official_esnli_highlights_are_read_as_keywords(tmp_path):

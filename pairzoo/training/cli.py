@@ -23,12 +23,13 @@ import shutil
 import sys
 import textwrap
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from datasets import Dataset
 from safetensors import SafetensorError, safe_open
 from transformers import HfArgumentParser, Trainer, TrainerCallback, TrainingArguments, set_seed
 from transformers.trainer_callback import TrainerState
@@ -313,7 +314,8 @@ def trainable_datasets(model: str) -> list[str]:
     return [name for name in list_datasets() if has_training_split(name) and dataset_task(name) in tasks]
 
 
-def _check_model_reads_task(model: str, dataset: str, task: str) -> None:
+def check_model_reads_task(model: str, dataset: str, task: str) -> None:
+    """A ValueError (with the models that can) unless `model` trains on `dataset`, whose task kind is `task`."""
     if task in model_tasks(model):
         return
     readers = [name for name in list_models() if task in model_tasks(name)]
@@ -329,7 +331,7 @@ def _check_model_reads_task(model: str, dataset: str, task: str) -> None:
     )
 
 
-def _check_number(flag: str, value, rule: str, ok) -> None:
+def check_number(flag: str, value: object, rule: str, ok: Callable[[float], bool]) -> None:
     """`value` (of flag `--flag`) must be a finite number for which `ok(value)` holds, as `rule` says."""
     number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     if not number or not ok(value):
@@ -341,11 +343,9 @@ def _validate_data_args(data_args: DataArguments) -> None:
     for name in ("max_length", "max_train_samples", "max_eval_samples", "synthetic_train_size"):
         value = getattr(data_args, name)
         if value is not None:
-            _check_number(name, value, "an integer >= 1", lambda v: v >= 1)
+            check_number(name, value, "an integer >= 1", lambda v: v >= 1)
     # Spearman and Pearson need two validation rows; classification needs one.
-    _check_number(
-        "synthetic_validation_size", data_args.synthetic_validation_size, "an integer >= 2", lambda v: v >= 2
-    )
+    check_number("synthetic_validation_size", data_args.synthetic_validation_size, "an integer >= 2", lambda v: v >= 2)
 
 
 def _validate_training_args(args: TrainingArguments) -> None:
@@ -362,25 +362,23 @@ def _validate_training_args(args: TrainingArguments) -> None:
             f"{args.max_steps}: this run would not train (and would export an untrained model)."
         )
     if args.max_steps == -1:
-        _check_number("num_train_epochs", args.num_train_epochs, "> 0 (or give --max_steps)", lambda v: v > 0)
+        check_number("num_train_epochs", args.num_train_epochs, "> 0 (or give --max_steps)", lambda v: v > 0)
     positive = "an integer >= 1"
     for name in ("per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps"):
-        _check_number(name, getattr(args, name), positive, lambda v: v >= 1)
-    _check_number("learning_rate", args.learning_rate, "a number > 0", lambda v: v > 0)
+        check_number(name, getattr(args, name), positive, lambda v: v >= 1)
+    check_number("learning_rate", args.learning_rate, "a number > 0", lambda v: v > 0)
     for name in ("weight_decay", "max_grad_norm", "adam_epsilon"):
-        _check_number(name, getattr(args, name), "a number >= 0", lambda v: v >= 0)
-    _check_number(
+        check_number(name, getattr(args, name), "a number >= 0", lambda v: v >= 0)
+    check_number(
         "warmup_steps", args.warmup_steps, "a number >= 0 (a fraction of the steps when < 1)", lambda v: v >= 0
     )
     for name in ("adam_beta1", "adam_beta2", "label_smoothing_factor"):
-        _check_number(name, getattr(args, name), "in [0, 1)", lambda v: 0 <= v < 1)
+        check_number(name, getattr(args, name), "in [0, 1)", lambda v: 0 <= v < 1)
     for name in ("logging_steps", "save_steps", "eval_steps"):
         if getattr(args, name) is not None:
-            _check_number(
-                name, getattr(args, name), "a number > 0 (a fraction of the steps when < 1)", lambda v: v > 0
-            )
-    _check_number("dataloader_num_workers", args.dataloader_num_workers, "an integer >= 0", lambda v: v >= 0)
-    _check_number("seed", args.seed, "an integer in [0, 2**32)", lambda v: 0 <= v < 2**32)
+            check_number(name, getattr(args, name), "a number > 0 (a fraction of the steps when < 1)", lambda v: v > 0)
+    check_number("dataloader_num_workers", args.dataloader_num_workers, "an integer >= 0", lambda v: v >= 0)
+    check_number("seed", args.seed, "an integer in [0, 2**32)", lambda v: 0 <= v < 2**32)
 
 
 def _parse_overrides(text: "str | None") -> dict:
@@ -406,7 +404,9 @@ def _check_world_size(training_args: TrainingArguments) -> None:
         )
 
 
-def _prepare_data(data_args: DataArguments, seed: int):
+def prepare_data(data_args: DataArguments, seed: int) -> "tuple[Dataset, Dataset]":
+    """The train and validation splits of `data_args`, train capped to a `seed`-shuffled sample; a ValueError when a
+    split is missing or too small to train or evaluate on."""
     data = load_dataset(
         data_args.dataset,
         data_dir=data_args.data_dir,
@@ -506,7 +506,7 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Tra
     task = dataset_task(data_args.dataset) if not data_args.dataset.startswith("hub:") else spec.task
     if task == "kg-triples":
         raise ValueError(f"dataset {data_args.dataset!r} is a knowledge graph; train it with its method's KG script.")
-    _check_model_reads_task(model_args.model, data_args.dataset, task)
+    check_model_reads_task(model_args.model, data_args.dataset, task)
     overrides = _parse_overrides(model_args.config_overrides)
     _validate_data_args(data_args)
     _validate_training_args(training_args)
@@ -515,7 +515,7 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Tra
         _check_checkpoint_files(resume)
     _check_world_size(training_args)
     set_seed(training_args.seed)
-    train, validation = _prepare_data(data_args, training_args.seed)
+    train, validation = prepare_data(data_args, training_args.seed)
     label_feature = train.features["label"]
     label_names = list(label_feature.names) if hasattr(label_feature, "names") else None
     if hasattr(label_feature, "names"):
@@ -679,10 +679,13 @@ __all__ = [
     "ModelArguments",
     "NonFiniteLossError",
     "build_parser",
+    "check_model_reads_task",
+    "check_number",
     "complete_checkpoints",
     "main",
     "model_tasks",
     "parse_args",
+    "prepare_data",
     "resolve_resume_checkpoint",
     "run",
     "trainable_datasets",

@@ -112,7 +112,7 @@ def evaluate_expressiveness(
     max_length: int = 96,
 ) -> dict:
     """Accuracy (rows with a label >= 0), Recall@k and Precision@k of the decoded [MASK] states of `rows`, computed
-    on the device the model is on.
+    on the device the model is on. Deterministic: in eval mode, which this sets, the model draws no random numbers.
 
     `keywords`: `pair`, `esnli-proxy`, or `given` (each row carries its own `keywords` set, e.g. the highlights).
     """
@@ -192,7 +192,6 @@ def main(argv: "list[str] | None" = None) -> dict:
         source = f"{args.dataset}/{args.split}"
     if args.max_samples is not None:
         rows = rows[: args.max_samples]
-    torch.manual_seed(0)
     result = {
         "model_dir": args.model_dir,
         "data": source,

@@ -50,12 +50,12 @@ from ..pipelines.pipeline_conditional_similarity import encode_bi_inputs, encode
 from ..registry import create_model
 from .cli import (
     NonFiniteLossError,
-    _check_number,
     _check_world_size,
     _GuardedTrainer,
     _has_accelerator,
     _parse_overrides,
     _undone_on_failure,
+    check_number,
 )
 from .data import load_dataset, load_kg_entities
 
@@ -411,18 +411,18 @@ class KgArguments:
 def _validate(args: KgArguments) -> None:
     """Every flag's range, before anything is loaded or written."""
     for name, minimum in (("max_steps", 1), ("batch_size", 2), ("max_length", 2), ("eval_batch_size", 1)):
-        _check_number(name, getattr(args, name), f"an integer >= {minimum}", lambda v, m=minimum: v >= m)
+        check_number(name, getattr(args, name), f"an integer >= {minimum}", lambda v, m=minimum: v >= m)
     for name in ("pre_batch", "eval_steps"):
-        _check_number(name, getattr(args, name), "an integer >= 0", lambda v: v >= 0)
-    _check_number("logging_steps", args.logging_steps, "an integer >= 1", lambda v: v >= 1)
+        check_number(name, getattr(args, name), "an integer >= 0", lambda v: v >= 0)
+    check_number("logging_steps", args.logging_steps, "an integer >= 1", lambda v: v >= 1)
     if args.eval_queries is not None:
-        _check_number("eval_queries", args.eval_queries, "an integer >= 1", lambda v: v >= 1)
+        check_number("eval_queries", args.eval_queries, "an integer >= 1", lambda v: v >= 1)
     for name in ("learning_rate", "temperature", "pre_batch_weight"):
-        _check_number(name, getattr(args, name), "a number > 0", lambda v: v > 0)
+        check_number(name, getattr(args, name), "a number > 0", lambda v: v > 0)
     for name in ("margin", "weight_decay", "max_grad_norm"):
-        _check_number(name, getattr(args, name), "a number >= 0", lambda v: v >= 0)
-    _check_number("warmup_ratio", args.warmup_ratio, "in [0, 1)", lambda v: 0 <= v < 1)
-    _check_number("seed", args.seed, "an integer in [0, 2**32)", lambda v: 0 <= v < 2**32)
+        check_number(name, getattr(args, name), "a number >= 0", lambda v: v >= 0)
+    check_number("warmup_ratio", args.warmup_ratio, "in [0, 1)", lambda v: 0 <= v < 1)
+    check_number("seed", args.seed, "an integer in [0, 2**32)", lambda v: 0 <= v < 2**32)
     if args.false_negatives not in FALSE_NEGATIVE_MODES:
         raise ValueError(
             f"`--false_negatives` must be one of {', '.join(FALSE_NEGATIVE_MODES)}, got {args.false_negatives!r}."

@@ -764,7 +764,6 @@ def expressiveness_metrics(export_dir: Path, dataset: str, args: dict, esnli_row
     for prefix, (name, keywords, limit) in evaluations.items():
         rows = [dict(r) for r in load_dataset(name)["validation"]]
         rows = rows[: int(limit)] if limit is not None else rows
-        torch.manual_seed(0)
         result = evaluate_expressiveness(model, tokenizer, rows, keywords, k=20, max_length=length)
         metrics[f"{prefix}_recall@20"] = result["recall@20"]
         metrics[f"{prefix}_precision@20"] = result["precision@20"]

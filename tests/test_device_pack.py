@@ -1,0 +1,296 @@
+"""benchmarks/device_pack.py: the folder a lent GPU call carries (float16 MiniLM, the named data sets' files, wheels,
+run.sh), on a tiny BERT and a tiny fake data folder, without the wheel download; and `$PAIRZOO_MINILM_DIR`."""
+
+import email.message
+import importlib.metadata
+import json
+import os
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors import safe_open
+from safetensors.torch import load_file
+from transformers import AutoModel, AutoTokenizer, BertModel
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import device_pack  # noqa: E402
+
+from pairzoo import create_model  # noqa: E402
+from pairzoo.backbones import MINILM_DIR_ENV, minilm_path, resolve_backbone, tiny_backbone_config  # noqa: E402
+from pairzoo.training.data import load_dataset, load_kg_entities  # noqa: E402
+
+SICK_HEADER = (
+    "pair_ID\tsentence_A\tsentence_B\tentailment_label\trelatedness_score\tentailment_AB\tentailment_BA\t"
+    "sentence_A_original\tsentence_B_original\tsentence_A_dataset\tsentence_B_dataset\tSemEval_set"
+)
+FP16_RTOL = 2.0**-11  # float16 keeps 11 significant bits: round to nearest is off by at most half a unit
+FP16_ATOL = 2.0**-25  # half of float16's smallest subnormal step, for values below its normal range
+
+
+def _sick_row(n: int, label: str, split: str) -> str:
+    fields = [str(n), f"A man plays {n}.", f"A person plays {n}.", label, "3.5", "x", "y", "a", "b", "c", "d", split]
+    return "\t".join(fields)
+
+
+def make_data_folder(root: Path) -> Path:
+    """A tiny data folder: SICK, e-SNLI dev, WN18RR without test.tsv, and an MRPC file no packed data set reads."""
+    (root / "SICK").mkdir(parents=True)
+    rows = [
+        _sick_row(i, label, split)
+        for i, (label, split) in enumerate(
+            [("NEUTRAL", "TRAIN"), ("ENTAILMENT", "TRAIN"), ("CONTRADICTION", "TRIAL"), ("NEUTRAL", "TEST")], start=1
+        )
+    ]
+    (root / "SICK" / "SICK.txt").write_text("\n".join([SICK_HEADER, *rows]) + "\n")
+    snli = root / "e-SNLI"
+    snli.mkdir()
+    (snli / "labels.dev").write_text("neutral\nentailment\n")
+    for stem in ("s1", "s2", "preproc1_expl_1", "preproc1_expl_2", "preproc1_expl_3"):
+        (snli / f"{stem}.dev").write_text(f"{stem} one .\n{stem} two .\n")
+    (snli / "LICENSE").write_text("not read by the loader\n")
+    kg = root / "WN18RR"
+    kg.mkdir()
+    (kg / "entity2text.txt").write_text("01\tdog, an animal\n02\tcat, an animal\n03\tpet, a kept animal\n")
+    (kg / "relation2text.txt").write_text("_hypernym\thypernym\n")
+    (kg / "train.tsv").write_text("01\t_hypernym\t03\n02\t_hypernym\t03\n")
+    (kg / "dev.tsv").write_text("01\t_hypernym\t03\n")
+    (root / "MRPC").mkdir()
+    (root / "MRPC" / "train.tsv").write_text("Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n")
+    return root
+
+
+def make_tiny_minilm(folder: Path) -> Path:
+    """A tiny random BERT saved like the bundled MiniLM: float32 safetensors, a config without `dtype` (the real one
+    predates it), tokenizer files and a sentence-transformers sub-folder."""
+    torch.manual_seed(0)
+    model = BertModel(tiny_backbone_config("tiny-bert"))
+    with torch.no_grad():  # values across float16's range: large, ordinary, and below its normal range
+        model.embeddings.word_embeddings.weight[0, :4] = torch.tensor([1234.5, -0.3333, 1e-6, -3e-7])
+    model.save_pretrained(folder)
+    AutoTokenizer.from_pretrained(minilm_path()).save_pretrained(folder)
+    config = json.loads((folder / "config.json").read_text())
+    config.pop("dtype", None)
+    (folder / "config.json").write_text(json.dumps(config))
+    (folder / "1_Pooling").mkdir()
+    (folder / "1_Pooling" / "config.json").write_text('{"pooling_mode_mean_tokens": true}\n')
+    (folder / ".gitattributes").write_text("*.safetensors filter=lfs\n")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory) -> "tuple[Path, Path]":
+    root = tmp_path_factory.mktemp("sources")
+    return make_data_folder(root / "data"), make_tiny_minilm(root / "minilm")
+
+
+@pytest.fixture(scope="module")
+def pack(sources, tmp_path_factory) -> Path:
+    data, minilm = sources
+    output = tmp_path_factory.mktemp("out") / ".devpack"
+    device_pack.build_pack(
+        output, ["sick-e", "snli", "wn18rr"], data_dir=data, minilm_dir=minilm, wheels=False, log=lambda _: None
+    )
+    return output
+
+
+def _pack_args(sources, output) -> list[str]:
+    data, minilm = sources
+    return ["--output", str(output), "--data_dir", str(data), "--minilm_dir", str(minilm), "--no_wheels"]
+
+
+# --------------------------------------------------------------------------------------------- $PAIRZOO_MINILM_DIR
+
+
+def test_minilm_dir_variable_points_minilm_at_another_folder(monkeypatch, tmp_path):
+    monkeypatch.delenv(MINILM_DIR_ENV, raising=False)
+    bundled = minilm_path()
+    assert (Path(bundled) / "model.safetensors").is_file()
+    (tmp_path / "config.json").write_text("{}")
+    monkeypatch.setenv(MINILM_DIR_ENV, str(tmp_path))
+    assert minilm_path() == str(tmp_path)
+    assert resolve_backbone("minilm") == str(tmp_path)
+    monkeypatch.setenv(MINILM_DIR_ENV, str(tmp_path / "nowhere"))
+    with pytest.raises(ValueError, match=r"PAIRZOO_MINILM_DIR.*nowhere.*config\.json"):
+        minilm_path()
+    monkeypatch.setenv(MINILM_DIR_ENV, "")  # empty: as unset
+    assert minilm_path() == bundled
+
+
+# --------------------------------------------------------------------------------------------- the pack
+
+
+def test_pack_holds_only_the_named_data_sets_files_and_they_load(pack):
+    files = sorted(p.relative_to(pack / "data").as_posix() for p in (pack / "data").rglob("*") if p.is_file())
+    esnli = [f"e-SNLI/{stem}.dev" for stem in ("labels", "preproc1_expl_1", "preproc1_expl_2", "preproc1_expl_3")]
+    wn18rr = [f"WN18RR/{name}" for name in ("dev.tsv", "entity2text.txt", "relation2text.txt", "train.tsv")]
+    assert files == sorted(["SICK/SICK.txt", *esnli, "e-SNLI/s1.dev", "e-SNLI/s2.dev", *wn18rr])
+    data = pack / "data"
+    sick = load_dataset("sick-e", data_dir=data)
+    assert {name: len(split) for name, split in sick.items()} == {"train": 2, "validation": 1, "test": 1}
+    snli = load_dataset("snli", data_dir=data)
+    assert snli["validation"]["explanation_3"] == ["preproc1_expl_3 one .", "preproc1_expl_3 two ."]
+    assert len(load_dataset("wn18rr", data_dir=data)["train"]) == 2
+    assert len(load_kg_entities(data)) == 3
+
+    minilm = sorted(p.relative_to(pack / "minilm").as_posix() for p in (pack / "minilm").rglob("*") if p.is_file())
+    assert "model.safetensors" in minilm and "1_Pooling/config.json" in minilm and "tokenizer.json" in minilm
+    assert ".gitattributes" not in minilm
+    assert list((pack / "wheels").iterdir()) == []  # --no_wheels
+    summary = json.loads((pack / "pack.json").read_text())
+    assert summary["datasets"] == ["sick-e", "snli", "wn18rr"] and summary["wheels"] == {}
+
+
+def test_float16_round_trip_loads_float32_close_to_the_original(pack, sources, monkeypatch):
+    _, source = sources
+    with safe_open(str(pack / "minilm" / "model.safetensors"), framework="pt") as handle:
+        stored = {key: handle.get_tensor(key).dtype for key in handle.keys()}
+    original = load_file(source / "model.safetensors")
+    assert {key: dtype for key, dtype in stored.items() if original[key].dtype == torch.float32} == {
+        key: torch.float16 for key, tensor in original.items() if tensor.dtype == torch.float32
+    }
+    assert json.loads((pack / "minilm" / "config.json").read_text())["dtype"] == "float32"
+
+    reference = AutoModel.from_pretrained(source)
+    loaded = AutoModel.from_pretrained(pack / "minilm")
+    assert {p.dtype for p in loaded.parameters()} == {torch.float32}
+    for (name, expected), (_, actual) in zip(reference.state_dict().items(), loaded.state_dict().items()):
+        assert actual.dtype == expected.dtype, name
+        torch.testing.assert_close(actual, expected, rtol=FP16_RTOL, atol=FP16_ATOL, msg=name)
+    assert not torch.equal(loaded.embeddings.word_embeddings.weight, reference.embeddings.word_embeddings.weight)
+
+    # what pairzoo builds on `minilm` once the variable points at the pack (as run.sh sets it)
+    monkeypatch.setenv(MINILM_DIR_ENV, str(pack / "minilm"))
+    model = create_model("cross-encoder", backbone="minilm")
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+    torch.testing.assert_close(
+        model.backbone.embeddings.word_embeddings.weight,
+        reference.embeddings.word_embeddings.weight,
+        rtol=FP16_RTOL,
+        atol=FP16_ATOL,
+    )
+
+
+def test_float16_conversion_refuses_values_it_cannot_hold(tmp_path):
+    from safetensors.torch import save_file
+
+    save_file({"ok": torch.ones(2), "huge": torch.tensor([1.0, 7e4])}, str(tmp_path / "in.safetensors"))
+    with pytest.raises(device_pack.PackError, match="'huge'"):
+        device_pack.convert_to_float16(tmp_path / "in.safetensors", tmp_path / "out.safetensors")
+
+
+def test_run_sh_exports_the_pack_and_runs_the_command(pack):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PAIRZOO_", "HF_"))}
+    env.update(PYTHON=sys.executable, OMP_NUM_THREADS="1")
+    names = ("PAIRZOO_DATA_DIR", "PAIRZOO_MINILM_DIR", "HF_HOME", "HF_HUB_OFFLINE")
+    show = f"import os; print('|'.join(os.environ[k] for k in {names!r}))"
+    proc = subprocess.run(
+        ["bash", str(pack / "run.sh"), sys.executable, "-c", show], cwd=REPO, env=env, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("devpack: torch ") and "datasets " in lines[0]
+    assert lines[1] == f"devpack: minilm {pack / 'minilm'}, data {pack / 'data'}"
+    assert lines[2] == f"{pack / 'data'}|{pack / 'minilm'}|{REPO / '.hf_home'}|1"
+    usage = subprocess.run(["bash", str(pack / "run.sh")], cwd=REPO, env=env, capture_output=True, text=True)
+    assert usage.returncode == 2 and "usage" in usage.stderr
+    # sourced: the environment stays in the calling shell (the WN18RR loop's form); a failed check returns non-zero
+    script = f"source {pack / 'run.sh'} && echo $PAIRZOO_MINILM_DIR && source {pack / 'run.sh'} || echo failed $?"
+    sourced = subprocess.run(
+        ["bash", "-c", script], cwd=REPO, env={**env, "PYTHON": "false"}, capture_output=True, text=True
+    )
+    assert sourced.stdout.splitlines() == ["failed 1"] and "environment check failed" in sourced.stderr
+    sourced = subprocess.run(
+        ["bash", "-c", f"source {pack / 'run.sh'} && echo $PAIRZOO_MINILM_DIR"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert sourced.returncode == 0 and sourced.stdout.splitlines()[-1] == str(pack / "minilm")
+
+
+# --------------------------------------------------------------------------------------------- refusals
+
+
+def _listing(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
+def test_size_limit_fires_naming_the_sizes_and_leaves_nothing(sources, tmp_path, monkeypatch):
+    monkeypatch.setattr(device_pack, "TRANSFER_LIMIT_BYTES", 200_000)
+    with pytest.raises(SystemExit) as raised:
+        device_pack.main(["--datasets", "sick-e", *_pack_args(sources, tmp_path / "pack")])
+    message = str(raised.value)
+    assert "exceeds the 0.2 MiB" in message and "minilm " in message and "working tree " in message
+    assert _listing(tmp_path) == []
+
+
+def test_bad_input_names_it_and_leaves_nothing(sources, tmp_path):
+    with pytest.raises(SystemExit, match="unknown data set 'sick-x'"):
+        device_pack.main(["--datasets", "sick-e", "sick-x", *_pack_args(sources, tmp_path / "pack")])
+    with pytest.raises(SystemExit, match="unknown data set 'csts'"):  # reads its own CSVs, not the data folder
+        device_pack.main(["--datasets", "csts", *_pack_args(sources, tmp_path / "pack")])
+    with pytest.raises(SystemExit, match="'stsb': none of its files"):  # not in the (fake) data folder
+        device_pack.main(["--datasets", "stsb", *_pack_args(sources, tmp_path / "pack")])
+    assert _listing(tmp_path) == []
+
+    existing = tmp_path / "pack"
+    existing.mkdir()
+    (existing / "keep.txt").write_text("mine")
+    with pytest.raises(SystemExit, match=re.escape(f"output '{existing}' exists; pass --overwrite")):
+        device_pack.main(["--datasets", "sick-e", *_pack_args(sources, existing)])
+    assert _listing(tmp_path) == ["pack"] and _listing(existing) == ["keep.txt"]
+
+
+def test_overwrite_replaces_the_pack_and_leaves_no_temporary_folder(sources, tmp_path, capsys):
+    output = tmp_path / "pack"
+    device_pack.main(["--datasets", "snli", *_pack_args(sources, output)])
+    device_pack.main(["--datasets", "synthetic", "--overwrite", *_pack_args(sources, output)])
+    assert _listing(tmp_path) == ["pack"]
+    assert list((output / "data").iterdir()) == []  # synthetic reads no file
+    assert "total" in capsys.readouterr().out
+
+
+# --------------------------------------------------------------------------------------------- wheel requirements
+
+
+def _fake_wheel(folder: Path, name: str, version: str, requires: "list[str]") -> Path:
+    meta = email.message.Message()
+    meta["Metadata-Version"], meta["Name"], meta["Version"] = "2.1", name, version
+    for line in requires:
+        meta["Requires-Dist"] = line
+    wheel = folder / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr(f"{name}-{version}.dist-info/METADATA", meta.as_string())
+    return wheel
+
+
+def test_the_packed_wheels_requirements_are_met_by_the_pack_or_the_device(tmp_path):
+    """The installed packages' own metadata (what `pip download` fetches at the same versions) closes over the pack
+    and the device's package list."""
+    wheels = []
+    for name in device_pack.WHEEL_PACKAGES:
+        dist = importlib.metadata.distribution(name)
+        wheels.append(_fake_wheel(tmp_path, name, dist.version, dist.requires or []))
+    device_pack.check_wheel_requirements(wheels)
+
+
+def test_a_requirement_the_device_lacks_or_excludes_is_refused(tmp_path):
+    ok = _fake_wheel(tmp_path, "alpha", "1.0", ['importlib-metadata; python_version < "3.8"', "tox; extra == 'dev'"])
+    device_pack.check_wheel_requirements([ok])
+    missing = _fake_wheel(tmp_path, "beta", "1.0", ["left-pad>=1"])
+    with pytest.raises(device_pack.PackError, match="beta needs 'left-pad>=1'"):
+        device_pack.check_wheel_requirements([missing])
+    too_new = _fake_wheel(tmp_path, "gamma", "1.0", ["huggingface_hub>=2"])
+    with pytest.raises(device_pack.PackError, match="huggingface-hub 1.33.0 is on the device"):
+        device_pack.check_wheel_requirements([too_new])
+    needs_packed = _fake_wheel(tmp_path, "delta", "1.0", ["alpha>=2"])
+    with pytest.raises(device_pack.PackError, match="alpha 1.0 is packed"):
+        device_pack.check_wheel_requirements([ok, needs_packed])

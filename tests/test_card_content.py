@@ -341,3 +341,93 @@ def test_a_bad_training_recipe_is_a_clear_error_and_writes_nothing(tokenizer, tm
     with pytest.raises(ValueError, match=match):
         export_model(model, tokenizer, tmp_path / "export", training=training)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_card_lists_every_arm_of_the_comparison_with_the_paper_form_beside_this_one(tokenizer, tmp_path):
+    paper = {"combined_layers": [0, 1], "combined_head_fraction": [0.5, 0.3], "integration": "paper"}
+    runs = _arms("mrpc", [75.0, 76.0], [70.0, 71.0])
+    runs += [
+        _run("comateformer", "comateformer (paper)", False, paper, "mrpc", s, v) for s, v in enumerate([60.0, 62.0])
+    ]
+    runs += [_run("other", "plain backbone", True, PLAIN, "mrpc", 0, 11.0)]  # another comparison: not listed
+    results = _write_runs(tmp_path / "results", runs)
+    model = create_model("comateformer", backbone="tiny-bert", num_labels=2, **MIX)
+    folder = export_model(model, tokenizer, tmp_path / "export")
+    update_model_card(folder, results, peers_path=None)
+    section = _section((folder / "README.md").read_text(), "Intended use and limitations")
+    table = section[section.index("Every arm of comparison `comateformer` on mrpc") :]
+    assert "| arm | backbone | learning rate | accuracy |\n" in table
+    assert "| plain backbone (baseline) | tiny-bert | — | 70.50 ± 0.71 (n=2) |\n" in table
+    assert "| **comateformer (mix)** | tiny-bert | — | 75.50 ± 0.71 (n=2) |\n" in table
+    assert "| comateformer (paper) | tiny-bert | — | 61.00 ± 1.41 (n=2) |\n" in table
+    assert "11.00" not in section and "Findings" not in section  # no findings for this family
+
+
+def _na_run(arm, overrides, seed, accuracy, learning_rate, adapted=False, baseline=False, recall=None):
+    run = _run("neighbor-attention", arm, baseline, overrides, "sick-e", seed, accuracy, backbone="minilm")
+    run["model"] = "neighbor-attention"
+    run["train_args"] = {"num_train_epochs": 5, "learning_rate": learning_rate}
+    if recall is not None:
+        run["metrics"]["validation_recall@20"] = recall
+    if adapted:
+        run["backbone"] = "results/adapted/minilm__sick-e"
+        run["adaptation"] = {"backbone": "minilm", "dataset": "sick-e"}
+    return run
+
+
+NA_METHOD = {"training_mode": "neighbor", "classifier_norm": "batch", "lambda_m": 0.0, "lambda_n": 0.0}
+
+
+@pytest.mark.parametrize("method_plain, claim", [([80.0, 81.0], "does not hold"), ([83.0, 84.0], "holds")])
+def test_neighbor_attention_cards_check_the_papers_claim_and_show_the_probe(tmp_path, method_plain, claim):
+    runs = []
+    for seed in (0, 1):
+        runs += [
+            _na_run("full fine-tuning", {"training_mode": "full"}, seed, 84.0 + seed, 2e-5, baseline=True),
+            _na_run("bitfit", {"training_mode": "bitfit"}, seed, 82.0 + seed, 1e-3),
+            _na_run("bitfit (lr 3e-3)", {"training_mode": "bitfit"}, seed, 60.0, 3e-3),
+            _na_run("na (lr 1e-3)", NA_METHOD, seed, 70.0 + seed, 1e-3, recall=1.5),
+            _na_run("na (lr 3e-3)", NA_METHOD, seed, method_plain[seed], 3e-3, recall=2.5),
+            _na_run("full (adapted backbone)", {"training_mode": "full"}, seed, 85.0, 2e-5, adapted=True),
+            _na_run("bitfit (adapted backbone)", {"training_mode": "bitfit"}, seed, 81.0, 1e-3, adapted=True),
+            _na_run("na (adapted backbone)", NA_METHOD, seed, 70.0, 1e-3, adapted=True, recall=8.0),
+        ]
+    runs.append(_na_run("na (lr 3e-3)", NA_METHOD, 0, 10.0, 3e-3) | {"backbone": "tiny-bert"})  # ignored
+    results = _write_runs(tmp_path / "results", runs)
+    probe = {
+        "backbone": "minilm",
+        "dataset": "sick-e",
+        "adapted": False,
+        "train_rows": 4439,
+        "validation_rows": 495,
+        "majority_accuracy": 56.77,
+        "features": {
+            "mask": {"accuracy": 73.54, "mean_pairwise_cosine": 0.973},
+            "mean": {"accuracy": 74.55, "mean_pairwise_cosine": 0.828},
+            "cls": {"accuracy": 68.89, "mean_pairwise_cosine": 0.808},
+        },
+        "head": [{"learning_rate": 0.001, "epochs": 5, "standardised": False, "accuracy": 56.77}],
+    }
+    (results / "probe_mask_minilm_sick-e.json").write_text(json.dumps(probe))
+    model = create_model("neighbor-attention", backbone="minilm", pretrained=False, **NA_METHOD, id2label=NA_LABELS)
+    folder = export_model(model, load_tokenizer("minilm"), tmp_path / "export", training={"learning_rate": 3e-3})
+    results_written, _ = update_model_card(folder, results, peers_path=None)
+    # of the two learning rates of the describing configuration, the export's own (3e-3)
+    assert [r["metrics"] for r in results_written] == [{"validation_accuracy": statistics.mean(method_plain)}]
+    section = _section((folder / "README.md").read_text(), "Intended use and limitations")
+    table = section[section.index("Every arm of comparison `neighbor-attention` on sick-e") :]
+    assert "| arm | backbone | learning rate | accuracy | recall@20 |\n" in table
+    assert f"| **na (lr 3e-3)** | minilm | 0.003 | {_spread(method_plain)} | 2.50 ± 0.00 (n=2) |\n" in table
+    assert "| na (adapted backbone) | task-adapted | 0.001 | 70.00 ± 0.00 (n=2) | 8.00 ± 0.00 (n=2) |\n" in table
+    assert "| bitfit (lr 3e-3) | minilm | 0.003 | 60.00 ± 0.00 (n=2) | — |\n" in table
+    findings = [line for line in section.splitlines() if line.startswith("- On sick-e (accuracy), the ")]
+    plain_gap, full_gap = statistics.mean(method_plain) - 82.5, statistics.mean(method_plain) - 84.5
+    assert findings[0].startswith("- On sick-e (accuracy), the plain backbone: the best neighbor-attention arm on dev")
+    assert f"is {plain_gap:+.2f} against the best BitFit arm, bitfit (82.50" in findings[0]
+    assert f"and {full_gap:+.2f} against full fine-tuning" in findings[0] and findings[0].endswith(f"{claim} here.")
+    assert "task-adapted backbone" in findings[1] and "is -11.00 against" in findings[1]
+    assert findings[1].endswith("does not hold here.") and len(findings) == 2
+    assert "mean pairwise cosine of 0.973 (mean-pooled states: 0.828)" in section
+    assert "reaches 73.54 dev accuracy (mean pooling 74.55, [CLS] 68.89, majority class 56.77)" in section
+    assert "lr 0.001, raw input: 56.77" in section and "through the input-embedding matrix" in section
+    assert "10.00" not in section

@@ -34,6 +34,9 @@ def test_every_method_has_one_entry_with_the_peer_recipe_or_its_own_schedule():
     siamese = entry_args(by_name["siamese-esim-sfa-sick-e"], "cpu")
     assert siamese["learning_rate"] == 1e-3 and siamese["num_train_epochs"] == 3
     assert entry_args(by_name["cross-encoder-stsb"], "gpu")["num_train_epochs"] == 3
+    # neighbor attention: the paper's 5 epochs at the learning rate of the cpu-full arm that describes it
+    neighbor = entry_args(by_name["neighbor-attention-sick-e"], "cpu")
+    assert neighbor["num_train_epochs"] == 5 and neighbor["learning_rate"] == 3e-3
 
 
 def _bench_run(arm: str, baseline: bool, overrides: dict, seed: int, value: float) -> dict:

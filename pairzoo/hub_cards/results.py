@@ -77,6 +77,7 @@ def summarise(runs: list[dict]) -> list[dict]:
                 "wall_seconds": sum(r["wall_seconds"] for r in group),
                 "profile": group[0]["profile"],
                 "backbone": group[0]["backbone"],
+                "adapted": bool(group[0].get("adaptation")),
                 "train_args": group[0]["train_args"],
                 "hardware": group[0]["hardware"],
                 "torch_threads": sorted({r["hardware"]["torch_threads"] for r in group}),
@@ -101,31 +102,58 @@ def summarise(runs: list[dict]) -> list[dict]:
 
 
 def _describing_rows(
-    results_dir: Path, model: str, config: dict, backbone: "str | None", profile: "str | None"
+    results_dir: Path,
+    model: str,
+    config: dict,
+    backbone: "str | None",
+    profile: "str | None",
+    learning_rate: "float | None" = None,
 ) -> "tuple[list[dict], list[dict]]":
-    """`(rows of the arm that describes the model, all rows)` of `summarise`, from the runs of `backbone` (when given)
-    and `profile` (default: the one profile of the describing runs; several are a ValueError asking for one)."""
+    """`(rows of the arm that describes the model, all rows)` of `summarise`, from the runs of `profile` (default: the
+    one profile of the describing runs; several are a ValueError asking for one). The describing arm ran on
+    `backbone` (when given); all rows also hold the arms that ran on a backbone adapted from it (`pairzoo.adapt_mlm`:
+    the run file's `adaptation.backbone`). Among describing arms that differ only in their learning rate (a sweep),
+    those run at `learning_rate` (when given and run)."""
     kind = "spearman" if config.get("num_labels", 1) == 1 else "accuracy"
 
     def describes(run: dict) -> bool:
         return run["model"] == model and all(config.get(k) == v for k, v in run["config_overrides"].items())
 
-    runs = [r for r in load_runs(results_dir) if backbone is None or r["backbone"] == backbone]
+    def on_backbone(run: dict) -> bool:
+        return backbone is None or run["backbone"] == backbone
+
+    runs = [
+        r for r in load_runs(results_dir) if on_backbone(r) or (r.get("adaptation") or {}).get("backbone") == backbone
+    ]
     if profile is None:
-        profiles = sorted({r["profile"] for r in runs if describes(r) and main_metric(r["metrics"]).endswith(kind)})
+        profiles = sorted(
+            {
+                r["profile"]
+                for r in runs
+                if on_backbone(r) and describes(r) and main_metric(r["metrics"]).endswith(kind)
+            }
+        )
         if len(profiles) > 1:
             raise ValueError(
                 f"runs of {model} in {str(results_dir)!r} come from profiles {profiles}: choose one (--profile)."
             )
         profile = profiles[0] if profiles else None
     rows = summarise([r for r in runs if r["profile"] == profile])
-    matching = [r for r in rows if r["main"] and r["metric"] == kind and describes(r)]
+    matching = [r for r in rows if r["main"] and r["metric"] == kind and not r["adapted"] and describes(r)]
     specific = max((len(r["config_overrides"]) for r in matching), default=0)
-    return [r for r in matching if len(r["config_overrides"]) == specific], rows
+    matching = [r for r in matching if len(r["config_overrides"]) == specific]
+    # arms of one configuration at several learning rates (a sweep): the one the model was trained with, if it ran
+    same_rate = [r for r in matching if r["train_args"].get("learning_rate") == learning_rate]
+    return same_rate or matching, rows
 
 
 def eval_results_for(
-    results_dir: Path, model: str, config: dict, backbone: "str | None" = None, profile: "str | None" = None
+    results_dir: Path,
+    model: str,
+    config: dict,
+    backbone: "str | None" = None,
+    profile: "str | None" = None,
+    learning_rate: "float | None" = None,
 ) -> list[dict]:
     """`export_model(eval_results=...)` entries (mean over seeds) of the benchmark arm that describes a model.
 
@@ -133,9 +161,10 @@ def eval_results_for(
     `profile` (default: the only profile such runs have; more than one is a ValueError), its main metric is of the
     model's kind (Spearman for a regressor, `num_labels == 1`; accuracy for a classifier) and each of its config
     overrides equals the value in `config` (the model's config as a dict); among those, the arm with the most
-    overrides (the most specific) wins.
+    overrides (the most specific) wins; of a learning-rate sweep of that arm, the runs at `learning_rate` (the
+    model's own, when given and run).
     """
-    rows, _ = _describing_rows(results_dir, model, config, backbone, profile)
+    rows, _ = _describing_rows(results_dir, model, config, backbone, profile, learning_rate)
     return [
         {"dataset": r["dataset"], "split": "validation", "metrics": {f"validation_{r['metric']}": r["mean"]}}
         for r in rows
@@ -158,29 +187,138 @@ def load_peers(path: Path) -> "dict | None":
     return peers
 
 
+def _described(r: dict) -> str:
+    n = len(r["values"])
+    return (
+        f"{r['arm']} ({r['mean']:.2f} ± {r['std']:.2f}, {n} seeds)"
+        if n > 1
+        else f"{r['arm']} ({r['mean']:.2f}, 1 seed)"
+    )
+
+
 def verdict(row: dict, baseline: dict) -> str:
     """One sentence on how the arm of `row` did against its `baseline` row (same comparison, data set and metric,
     from `summarise`): beat or lost to it beyond the seed spread (|delta| > std + baseline std), matched it within
     the spread, or a single-seed difference whose spread is unknown."""
-
-    def described(r: dict) -> str:
-        n = len(r["values"])
-        return (
-            f"{r['arm']} ({r['mean']:.2f} ± {r['std']:.2f}, {n} seeds)"
-            if n > 1
-            else f"{r['arm']} ({r['mean']:.2f}, 1 seed)"
-        )
-
     where = f"On {row['dataset']} ({row['metric']}, comparison {row['comparison']})"
     if row["baseline"]:
-        return f"{where}, this configuration is the baseline: {described(row)}."
-    this, base = described(row), f"its baseline {described(baseline)}"
+        return f"{where}, this configuration is the baseline: {_described(row)}."
+    this, base = _described(row), f"its baseline {_described(baseline)}"
     if row["beyond_spread"] is None:
         return f"{where}, {this} differs from {base} by {row['delta']:+.2f}; with a single seed the spread is unknown."
     if not row["beyond_spread"]:
         return f"{where}, {this} matched {base} within the seed spread (delta {row['delta']:+.2f})."
     outcome = "beat" if row["delta"] > 0 else "lost to"
     return f"{where}, {this} {outcome} {base} beyond the seed spread (delta {row['delta']:+.2f})."
+
+
+def comparison_arms(rows: list[dict], every_row: list[dict]) -> list[dict]:
+    """Every arm of each (comparison, data set) of `rows` (the describing arm's main-metric rows of `summarise`), from
+    `every_row` (the same profile's rows): `{"comparison", "dataset", "metrics", "arms"}` per pair, `metrics` the
+    reported metrics in order (main first), each arm `{"arm", "this", "baseline", "adapted", "learning_rate",
+    "values": {metric: {"mean", "std", "n"}}}` in the rows' order (the baseline first). It shows a configuration
+    beside the comparison's other arms: the paper-exact form, controls, other learning rates and backbones."""
+    tables = []
+    for row in rows:
+        same = [r for r in every_row if (r["comparison"], r["dataset"]) == (row["comparison"], row["dataset"])]
+        arms: dict = {}
+        for r in same:
+            arm = arms.setdefault(
+                r["arm"],
+                {
+                    "arm": r["arm"],
+                    "this": r["arm"] == row["arm"],
+                    "baseline": r["baseline"],
+                    "adapted": r["adapted"],
+                    "learning_rate": r["train_args"].get("learning_rate"),
+                    "values": {},
+                },
+            )
+            arm["values"][r["metric"]] = {"mean": r["mean"], "std": r["std"], "n": len(r["values"])}
+        metrics = list(dict.fromkeys(r["metric"] for r in same))
+        tables.append(
+            {"comparison": row["comparison"], "dataset": row["dataset"], "metrics": metrics, "arms": [*arms.values()]}
+        )
+    return tables
+
+
+# issue 23: the paper's claim for neighbor attention, checked on the benchmark's arms
+NEIGHBOR_ATTENTION_CLAIM = "better than BitFit and within 3 points of full fine-tuning"
+
+
+def neighbor_attention_findings(every_row: list[dict], results_dir: Path, backbone: "str | None") -> list[str]:
+    """Issue 23's check of the neighbor-attention paper's claim (with ~5% of the parameters trained, better than BitFit
+    and within 3 points of full fine-tuning) on each data set of the `neighbor-attention` comparison, on the plain and
+    on the task-adapted backbone: the best arm of each training mode by dev mean (a choice on dev, as the paper's
+    sweep), where all three modes ran. Then, where `benchmarks/probe_mask.py` left
+    `probe_mask_<backbone>_<dataset>.json` in `results_dir`, what the frozen backbone's [MASK] states hold: the
+    measurements behind the diagnosis."""
+    best: dict = {}  # (data set, adapted, training mode) -> the row with the highest dev mean
+    for r in every_row:
+        if r["main"] and r["comparison"] == "neighbor-attention":
+            key = (r["dataset"], r["adapted"], r["config_overrides"].get("training_mode"))
+            if key not in best or r["mean"] > best[key]["mean"]:
+                best[key] = r
+    findings = []
+    for dataset in dict.fromkeys(key[0] for key in best):
+        for adapted, where in (
+            (False, "the plain backbone"),
+            (True, "the task-adapted backbone (`pairzoo.adapt_mlm`)"),
+        ):
+            method, bitfit, full = (best.get((dataset, adapted, mode)) for mode in ("neighbor", "bitfit", "full"))
+            if method is None or bitfit is None or full is None:
+                continue
+            holds = method["mean"] > bitfit["mean"] and full["mean"] - method["mean"] <= 3
+            findings.append(
+                f"On {dataset} ({method['metric']}), {where}: the best neighbor-attention arm on dev, "
+                f"{_described(method)}, is {method['mean'] - bitfit['mean']:+.2f} against the best BitFit arm, "
+                f"{_described(bitfit)}, and {method['mean'] - full['mean']:+.2f} against full fine-tuning, "
+                f"{_described(full)}: the paper's claim ({NEIGHBOR_ATTENTION_CLAIM}) "
+                f"{'holds' if holds else 'does not hold'} here."
+            )
+        probe_path = results_dir / f"probe_mask_{backbone}_{dataset}.json"
+        if probe_path.is_file():
+            findings.append(_probe_finding(probe_path))
+    if findings and backbone == "minilm":
+        findings.append(
+            "The recall@20 columns decode the [MASK] state (`token_decoder`) through the input-embedding matrix on "
+            "the plain backbone (all-MiniLM-L6-v2 ships no MLM head) and through the MLM head `pairzoo.adapt_mlm` "
+            "trained on the task-adapted one."
+        )
+    return findings
+
+
+def _probe_finding(path: Path) -> str:
+    """One sentence from a `benchmarks/probe_mask.py` file: how far the frozen [MASK] states move between inputs and
+    what a linear probe and the method's head alone read from them."""
+    probe = json.loads(path.read_text())
+    features = probe["features"]
+    mask, mean, cls = features["mask"], features["mean"], features["cls"]
+    heads = "; ".join(
+        f"lr {h['learning_rate']:g}, {'standardised' if h['standardised'] else 'raw'} input: {h['accuracy']:.2f}"
+        for h in probe.get("head", [])
+    )
+    source = "task-adapted" if probe["adapted"] else "as shipped"
+    why = (
+        f"Why, measured on the frozen {probe['backbone']} encoder ({source}; `benchmarks/probe_mask.py`, "
+        f"`{path.name}`, {probe['train_rows']} train and {probe['validation_rows']} dev rows of {probe['dataset']}): "
+        f"the label [MASK] states of different inputs have a mean pairwise cosine of "
+        f"{mask['mean_pairwise_cosine']:.3f} (mean-pooled states: {mean['mean_pairwise_cosine']:.3f}); a ridge probe "
+        f"on them reaches {mask['accuracy']:.2f} dev accuracy (mean pooling {mean['accuracy']:.2f}, [CLS] "
+        f"{cls['accuracy']:.2f}, majority class {probe['majority_accuracy']:.2f})"
+    )
+    if heads:
+        why += f"; the method's head alone on them, {probe['head'][0]['epochs']} epochs: {heads}"
+    if probe["backbone"] == "minilm" and not probe["adapted"]:
+        why += (
+            ". all-MiniLM-L6-v2 is a sentence-embedding model never trained to predict at [MASK], so with the encoder "
+            "frozen the label has to come from the neighbour branch and the head"
+        )
+    return why + "."
+
+
+# Per family: findings computed from the benchmark rows beside the baseline comparison (see `baseline_comparison`).
+FAMILY_FINDINGS = {"neighbor-attention": neighbor_attention_findings}
 
 
 def baseline_comparison(
@@ -190,17 +328,20 @@ def baseline_comparison(
     backbone: "str | None" = None,
     profile: "str | None" = None,
     peers_path: "Path | None" = None,
+    learning_rate: "float | None" = None,
 ) -> "dict | None":
     """The card's comparison of the arm that describes a model (`eval_results_for`) with the baseline arm of the
     same comparison (its run files say `"baseline": true`), on the same backbone, data set and profile, on the main
-    metric: `{"profile", "backbone", "peers", "rows"}`, one row per (comparison, data set) with both arms' mean, std
-    and seed count, the delta and `verdict`; None when no arm describes the model.
+    metric: `{"profile", "backbone", "peers", "rows", "arms", "findings"}`, one row per (comparison, data set) with
+    both arms' mean, std and seed count, the delta and `verdict`; `arms`, every arm of those comparisons and data sets
+    on every reported metric (`comparison_arms`); `findings`, sentences the family computes from those rows
+    (`FAMILY_FINDINGS`; none for most). None when no arm describes the model.
 
     `peers_path` (a file like `../shared/reference/peers_minilm.json`): with the file present and the runs on
     `minilm`, each row gets the sentence-transformers CrossEncoder's mean ± std for its data set and metric (None
     where the file has none) and `peers` is the file's name; a missing file, or another backbone, gives no peer column.
     """
-    rows, every_row = _describing_rows(results_dir, model, config, backbone, profile)
+    rows, every_row = _describing_rows(results_dir, model, config, backbone, profile, learning_rate)
     if not rows:
         return None
     peers = load_peers(peers_path) if peers_path is not None and rows[0]["backbone"] == "minilm" else None
@@ -233,11 +374,14 @@ def baseline_comparison(
         )
     if not table:
         return None
+    findings = FAMILY_FINDINGS.get(model)
     return {
         "profile": rows[0]["profile"],
         "backbone": rows[0]["backbone"],
         "peers": peers_path.name if peers is not None else None,
         "rows": table,
+        "arms": comparison_arms(rows, every_row),
+        "findings": findings(every_row, Path(results_dir), rows[0]["backbone"]) if findings else [],
     }
 
 
@@ -279,9 +423,10 @@ def update_model_card(
     model = spec.model_class.from_pretrained(folder)
     # transformers 5's `to_dict` leaves `num_labels` out (it is derived from `id2label`); the arm's kind needs it
     config = {**model.config.to_dict(), "num_labels": model.config.num_labels}
+    learning_rate = (inputs.get("training") or {}).get("learning_rate")
     query = (Path(results_dir), spec.name, config, backbone_name(model), profile)
-    results = eval_results_for(*query) if model_index == "benchmark" else inputs["eval_results"]
-    baseline = baseline_comparison(*query, None if peers_path is None else Path(peers_path))
+    results = eval_results_for(*query, learning_rate) if model_index == "benchmark" else inputs["eval_results"]
+    baseline = baseline_comparison(*query, None if peers_path is None else Path(peers_path), learning_rate)
     card = render_model_card(
         model,
         results,
@@ -300,6 +445,8 @@ __all__ = [
     "EXTRA_METRICS",
     "PEERS_PATH",
     "baseline_comparison",
+    "comparison_arms",
+    "neighbor_attention_findings",
     "eval_results_for",
     "load_peers",
     "load_runs",

@@ -40,7 +40,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import zipfile
 from pathlib import Path
 
@@ -350,6 +349,7 @@ def build_pack(
     `TRANSFER_LIMIT_BYTES` with the working tree is a PackError (FileNotFoundError for a missing data folder),
     and then nothing is left behind."""
     from pairzoo.backbones import minilm_path
+    from pairzoo.fileio import give_plain_modes, make_temporary_folder, replace_folder
     from pairzoo.training.data import resolve_data_dir
 
     output = Path(output).absolute()
@@ -376,9 +376,8 @@ def build_pack(
             raise PackError(f"MiniLM folder {str(minilm_dir)!r} has no {required}.")
 
     tree = working_tree_bytes(repo, exclude=[output])
-    building = Path(tempfile.mkdtemp(prefix=f".{output.name.lstrip('.')}.tmp-", dir=output.parent))
+    building = make_temporary_folder(output)  # a plain mkdir's mode (0755 under umask 0022), not mkdtemp's 0700
     try:
-        building.chmod(0o755)  # mkdtemp's 0700 would be the pack's mode
         conversion = pack_minilm(minilm_dir, building / "minilm")
         (building / "data").mkdir()
         for rel in wanted:
@@ -386,6 +385,7 @@ def build_pack(
             shutil.copyfile(data_dir / rel, building / "data" / rel)
         (building / "wheels").mkdir()
         versions = download_wheels(building / "wheels") if wheels else {}
+        give_plain_modes(building)  # before run.sh, which keeps its own 0755
         write_run_sh(building / "run.sh", output.name)
         sizes = {part: folder_bytes(building / part) for part in ("minilm", "data", "wheels", "run.sh")}
         summary = {
@@ -415,18 +415,7 @@ def build_pack(
                 f"pack {_fmt(pack)} ({parts}) + working tree {_fmt(tree or 0)} = {_fmt(total)} exceeds the "
                 f"{_fmt(TRANSFER_LIMIT_BYTES)} a device call carries."
             )
-        if output.exists():  # --overwrite: swap the new pack in, then drop the old one
-            old = Path(tempfile.mkdtemp(prefix=f".{output.name.lstrip('.')}.old-", dir=output.parent))
-            os.replace(output, old / "pack")
-            try:
-                os.replace(building, output)
-            except BaseException:
-                os.replace(old / "pack", output)
-                old.rmdir()
-                raise
-            shutil.rmtree(old)
-        else:
-            os.replace(building, output)
+        replace_folder(building, output)  # --overwrite: an existing pack stays until the new one is in place
     except BaseException:
         shutil.rmtree(building, ignore_errors=True)
         raise

@@ -7,6 +7,7 @@ the result from the other users of a shared file system.
 """
 
 import os
+import shutil
 import stat
 import uuid
 from pathlib import Path
@@ -36,6 +37,32 @@ def give_plain_modes(folder: "str | os.PathLike") -> None:
             path.chmod(mode)
 
 
+def replace_folder(new: "str | os.PathLike", target: "str | os.PathLike") -> None:
+    """Put the complete folder `new` in place of `target` (which may not exist), so that at every moment either the
+    old or the new complete folder is at `target`.
+
+    An existing `target` is first renamed aside (`temporary_sibling(target, "old")`); if renaming `new` into place
+    then fails, the old folder is renamed back and the error propagates, with `new` left where it is for the caller
+    to remove. After a successful swap the old folder is deleted (a failure to delete it is ignored: the swap is
+    done). `new` must be on `target`'s file system, as a folder from `make_temporary_folder(target)` is.
+    """
+    new, target = Path(new), Path(target)
+    if not os.path.lexists(target):
+        os.replace(new, target)
+        return
+    old = temporary_sibling(target, "old")
+    os.replace(target, old)
+    try:
+        os.replace(new, target)
+    except BaseException:
+        os.replace(old, target)
+        raise
+    if old.is_dir() and not old.is_symlink():
+        shutil.rmtree(old, ignore_errors=True)
+    else:  # a file or a link where the folder goes: remove it, never what a link points at
+        old.unlink(missing_ok=True)
+
+
 def write_text_atomic(path: "str | os.PathLike", text: str) -> None:
     """Write `text` to a temporary file beside `path`, flush it to disk, then rename it into place; on any failure the
     old file (if any) stays as it was and no temporary file is left behind. The file gets a plain `open`'s mode."""
@@ -54,4 +81,4 @@ def write_text_atomic(path: "str | os.PathLike", text: str) -> None:
         raise
 
 
-__all__ = ["give_plain_modes", "make_temporary_folder", "temporary_sibling", "write_text_atomic"]
+__all__ = ["give_plain_modes", "make_temporary_folder", "replace_folder", "temporary_sibling", "write_text_atomic"]

@@ -23,13 +23,13 @@ from pairzoo.train import console_main
 from pairzoo.training.cli import (
     DEFAULT_OUTPUT_DIR,
     NonFiniteLossError,
-    _undone_on_failure,
     build_parser,
     complete_checkpoints,
     main,
     parse_args,
     resolve_resume_checkpoint,
     trainable_datasets,
+    undone_on_failure,
 )
 from pairzoo.training.data import list_datasets, load_dataset
 
@@ -367,12 +367,12 @@ def test_clean_up_removes_only_new_entries_and_keeps_a_new_complete_checkpoint(t
     run = tmp_path / "run"
     _write(tmp_path, {"run/notes.txt": "mine"})
     notes = (run / "notes.txt").stat()
-    with pytest.raises(RuntimeError), _undone_on_failure(run, enabled=True):
+    with pytest.raises(RuntimeError), undone_on_failure(run, enabled=True):
         _write(tmp_path, {"run/checkpoint-5/model.safetensors": "half", "run/runs/events": "log"})
         raise RuntimeError("failed after writing")
     assert [p.name for p in run.iterdir()] == ["notes.txt"]
     assert (run / "notes.txt").stat().st_mtime_ns == notes.st_mtime_ns
-    with pytest.raises(RuntimeError), _undone_on_failure(run, enabled=True):
+    with pytest.raises(RuntimeError), undone_on_failure(run, enabled=True):
         shutil.copytree(trained_run / "checkpoint-1", run / "checkpoint-1")
         _write(tmp_path, {"run/runs/events": "log"})
         raise RuntimeError("failed after a checkpoint")

@@ -35,7 +35,7 @@ def recording_make_collator(*args, **kwargs):
         return collator(rows)
     return collate
 
-class Recording(cli._GuardedTrainer):
+class Recording(cli.GuardedTrainer):
     def train(self, *args, **kwargs):
         result = super().train(*args, **kwargs)
         state = {k: v.detach().contiguous() for k, v in self.model.state_dict().items()}
@@ -48,7 +48,7 @@ class Recording(cli._GuardedTrainer):
         return result
 
 cli.make_collator = recording_make_collator
-cli._GuardedTrainer = Recording
+cli.GuardedTrainer = Recording
 result = cli.main(sys.argv[2:])
 with open(os.path.join(out, f"rank{rank}-metrics.json"), "w") as handle:
     json.dump(result, handle)

@@ -501,6 +501,23 @@ def test_expressiveness_recall_and_precision():
     assert 0.0 <= real["recall@20"] <= 100.0 and real["accuracy"] in (0.0, 100.0)
 
 
+def test_expressiveness_restores_the_models_training_mode():
+    tokenizer = load_tokenizer("tiny-bert")
+    model = create_model("neighbor-attention", backbone="tiny-bert", **TINY).train()
+    frozen = next(m for m in model.modules() if m is not model)
+    frozen.eval()  # a module kept in eval mode while the model trains stays so
+    modes = {name: module.training for name, module in model.named_modules()}
+    row = {"sentence1": "Two women are embracing.", "sentence2": "The sisters hug.", "label": 0}
+    evaluate_expressiveness(model, tokenizer, [row], k=5)
+    assert model.training and {name: module.training for name, module in model.named_modules()} == modes
+    with pytest.raises(KeyError):  # also when it raises
+        evaluate_expressiveness(model, tokenizer, [{"sentence2": "No first sentence."}], k=5)
+    assert model.training and {name: module.training for name, module in model.named_modules()} == modes
+    model.eval()
+    evaluate_expressiveness(model, tokenizer, [row], k=5)
+    assert not any(module.training for module in model.modules())
+
+
 def test_expressiveness_cli_is_deterministic_and_leaves_the_global_rng_alone(tmp_path):
     model = create_model("neighbor-attention", backbone="tiny-bert", **TINY)
     model.save_pretrained(tmp_path / "model")

@@ -7,7 +7,8 @@
 - Two runs with the same seed in one process give identical metrics and weights.
 - Exports hold safetensors only; `load_export` refuses pickle weights unless `allow_pickle=True`; every exported `.py`
   file of every registered model imports only torch, transformers, math/typing/dataclasses and its siblings.
-- metrics.json and export folders are replaced atomically: a failure leaves the previous version intact.
+- metrics.json and export folders are replaced atomically (`write_text_atomic`, `replace_folder`): a failure leaves
+  the previous version intact.
 """
 
 import ast
@@ -56,12 +57,12 @@ class KillAt(TrainerCallback):
         if state.global_step == int(os.environ["PAIRZOO_KILL_AT_STEP"]):
             os.kill(os.getpid(), signal.SIGKILL)  # no clean-up, no atexit: what an OOM killer or scheduler does
 
-class Killable(cli._GuardedTrainer):
+class Killable(cli.GuardedTrainer):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.add_callback(KillAt())
 
-cli._GuardedTrainer = Killable
+cli.GuardedTrainer = Killable
 cli.main(sys.argv[1:])
 """
 
@@ -279,3 +280,46 @@ def test_metrics_json_is_replaced_atomically(tmp_path, monkeypatch):
         write_text_atomic(path, '{"new": 2}')
     assert json.loads(path.read_text()) == {"old": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["metrics.json"]
+
+
+def _folder(path: Path, text: str) -> Path:
+    path.mkdir()
+    (path / "sub").mkdir()
+    (path / "sub" / "file.txt").write_text(text)
+    return path
+
+
+def _contents(folder: Path) -> dict[str, str]:
+    return {p.relative_to(folder).as_posix(): p.read_text() for p in folder.rglob("*") if p.is_file()}
+
+
+def test_replace_folder_replaces_an_existing_folder_or_puts_a_new_one_in_place(tmp_path):
+    target = _folder(tmp_path / "target", "old")
+    fileio.replace_folder(_folder(tmp_path / "new", "new"), target)
+    assert _contents(target) == {"sub/file.txt": "new"}
+    assert [p.name for p in tmp_path.iterdir()] == ["target"], "the old folder is removed"
+
+    fresh = tmp_path / "fresh"
+    fileio.replace_folder(_folder(tmp_path / "new", "first"), fresh)
+    assert _contents(fresh) == {"sub/file.txt": "first"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fresh", "target"]
+
+
+def test_a_failed_folder_swap_keeps_the_old_folder_and_raises(tmp_path, monkeypatch):
+    target = _folder(tmp_path / "target", "old")
+    new = _folder(tmp_path / "new", "new")
+    real_replace, calls = os.replace, []
+
+    def fail_second(src, dst):
+        calls.append((src, dst))
+        if len(calls) == 2:  # the first moves the old folder aside, the second would put the new one in place
+            raise OSError("rename failed")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(fileio.os, "replace", fail_second)
+    with pytest.raises(OSError, match="rename failed"):
+        fileio.replace_folder(new, target)
+    assert len(calls) == 3, "the old folder is renamed back"
+    assert _contents(target) == {"sub/file.txt": "old"}
+    assert _contents(new) == {"sub/file.txt": "new"}, "the new folder is left for the caller to remove"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new", "target"]

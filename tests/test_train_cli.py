@@ -97,7 +97,7 @@ def test_evaluation_runs_longest_rows_first_and_scores_each_row_against_its_own_
     from transformers import TrainingArguments
 
     from pairzoo import create_model, load_tokenizer
-    from pairzoo.training.cli import _GuardedTrainer
+    from pairzoo.training.cli import GuardedTrainer
     from pairzoo.training.collators import make_collator
     from pairzoo.training.metrics import compute_metrics_fn, regression_metrics
 
@@ -114,7 +114,7 @@ def test_evaluation_runs_longest_rows_first_and_scores_each_row_against_its_own_
         str(tmp_path), per_device_eval_batch_size=4, report_to="none", remove_unused_columns=False
     )
     args.label_names = ["labels"]
-    trainer = _GuardedTrainer(
+    trainer = GuardedTrainer(
         model=model, args=args, eval_dataset=dataset, data_collator=collator, compute_metrics=compute_metrics_fn(1)
     )
     order = list(trainer._get_eval_sampler(dataset))

@@ -22,7 +22,7 @@ from huggingface_hub import EvalResult, ModelCardData
 from safetensors.torch import load_file
 from transformers import PreTrainedModel
 
-from ..fileio import give_plain_modes, make_temporary_folder, temporary_sibling, write_text_atomic
+from ..fileio import give_plain_modes, make_temporary_folder, replace_folder, write_text_atomic
 from ..modeling.common import non_finite_tensors
 from ..pipelines import PIPELINES, ConditionalSimilarityPipeline
 from ..registry import ModelSpec, spec_for_model
@@ -416,7 +416,7 @@ def export_model(
         if pickles:
             raise ValueError(f"export must hold safetensors only, found pickle files {pickles}.")
         give_plain_modes(tmp)
-        _replace_folder(tmp, output_dir)
+        replace_folder(tmp, output_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -474,22 +474,6 @@ def read_card_inputs(folder: Path) -> dict:
 
 def _pickle_files(folder: Path) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.suffix in PICKLE_SUFFIXES)
-
-
-def _replace_folder(new: Path, target: Path) -> None:
-    """Rename `new` to `target`; an existing `target` is first renamed aside and deleted only after the swap, so at
-    every moment either the old or the new complete folder is in place."""
-    if not target.exists():
-        new.rename(target)
-        return
-    old = temporary_sibling(target, "old")
-    target.rename(old)
-    try:
-        new.rename(target)
-    except BaseException:
-        old.rename(target)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
 
 
 def verify_export(folder: "str | os.PathLike", allow_pickle: bool = False) -> list[Path]:

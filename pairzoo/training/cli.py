@@ -267,10 +267,12 @@ class _FiniteWeightsBeforeSave(TrainerCallback):
     on_epoch_end = on_step_end  # `--save_strategy epoch` decides to save here
 
 
-class _GuardedTrainer(Trainer):
+class GuardedTrainer(Trainer):
     """`Trainer` that stops at the first non-finite training loss, on every process at once."""
 
-    def training_step(self, model, inputs, num_items_in_batch=None) -> torch.Tensor:
+    def training_step(
+        self, model: torch.nn.Module, inputs: dict, num_items_in_batch: "torch.Tensor | int | None" = None
+    ) -> torch.Tensor:
         loss = super().training_step(model, inputs, num_items_in_batch)
         finite = torch.isfinite(loss.detach()).all().to(torch.int32)
         if self.args.world_size > 1:  # every rank must stop together, or the others hang in the next all-reduce
@@ -287,7 +289,7 @@ class _GuardedTrainer(Trainer):
             )
         return loss
 
-    def _get_eval_sampler(self, eval_dataset) -> "torch.utils.data.Sampler | list[int] | None":
+    def _get_eval_sampler(self, eval_dataset: Dataset) -> "torch.utils.data.Sampler | list[int] | None":
         """On one process, evaluation rows longest first (characters of `TEXT_COLUMNS`, as sentence-transformers'
         `CrossEncoder.predict` sorts), so each batch pads to similar lengths (issue 24); the metrics do not depend on
         the order of the rows."""
@@ -381,7 +383,9 @@ def _validate_training_args(args: TrainingArguments) -> None:
     check_number("seed", args.seed, "an integer in [0, 2**32)", lambda v: 0 <= v < 2**32)
 
 
-def _parse_overrides(text: "str | None") -> dict:
+def parse_overrides(text: "str | None") -> dict:
+    """The config overrides of `--config_overrides`: a JSON object as a dict (`{}` for no text); anything else is a
+    ValueError saying what is wrong."""
     if not text:
         return {}
     try:
@@ -393,7 +397,7 @@ def _parse_overrides(text: "str | None") -> dict:
     return overrides
 
 
-def _check_world_size(training_args: TrainingArguments) -> None:
+def check_world_size(training_args: TrainingArguments) -> None:
     """Launched on N processes, training must run data-parallel on N: never N independent copies."""
     launched = int(os.environ.get("WORLD_SIZE", "1"))
     if launched > 1 and training_args.world_size != launched:
@@ -445,7 +449,7 @@ def _created_root(path: Path) -> "Path | None":
 
 
 @contextmanager
-def _undone_on_failure(output_dir: Path, enabled: bool) -> Iterator[None]:
+def undone_on_failure(output_dir: Path, enabled: bool) -> Iterator[None]:
     """On an exception in the block, remove what it created under `output_dir` (the folder itself when it created
     it; never an entry that was there before), unless it saved a complete checkpoint, which is kept to resume
     from. `enabled` is False on the processes that do not write outputs."""
@@ -507,13 +511,13 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Tra
     if task == "kg-triples":
         raise ValueError(f"dataset {data_args.dataset!r} is a knowledge graph; train it with its method's KG script.")
     check_model_reads_task(model_args.model, data_args.dataset, task)
-    overrides = _parse_overrides(model_args.config_overrides)
+    overrides = parse_overrides(model_args.config_overrides)
     _validate_data_args(data_args)
     _validate_training_args(training_args)
     resume = resolve_resume_checkpoint(training_args.resume_from_checkpoint, training_args.output_dir)
     if resume is not None:
         _check_checkpoint_files(resume)
-    _check_world_size(training_args)
+    check_world_size(training_args)
     set_seed(training_args.seed)
     train, validation = prepare_data(data_args, training_args.seed)
     label_feature = train.features["label"]
@@ -533,8 +537,8 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Tra
     collator = make_collator(model, tokenizer, data_args.max_length, label_bounds)
     training_args.remove_unused_columns = False
     training_args.label_names = ["labels"]
-    with _undone_on_failure(Path(training_args.output_dir), training_args.should_save):
-        trainer = _GuardedTrainer(
+    with undone_on_failure(Path(training_args.output_dir), training_args.should_save):
+        trainer = GuardedTrainer(
             model=model,
             args=training_args,
             train_dataset=train,
@@ -652,7 +656,7 @@ def parse_args(argv: "list[str] | None" = None) -> "tuple[ModelArguments, DataAr
     """The model, data and training arguments of `argv` (default `sys.argv[1:]`), and whether `--traceback` was
     given."""
     argv = sys.argv[1:] if argv is None else argv
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not _has_accelerator():
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not has_accelerator():
         # Accelerate only sets up CPU data parallelism (gloo) when told to use the CPU; otherwise every process
         # would train its own copy of the model.
         os.environ.setdefault("ACCELERATE_USE_CPU", "true")
@@ -667,7 +671,8 @@ def main(argv: "list[str] | None" = None) -> dict:
     return run(model_args, data_args, training_args)
 
 
-def _has_accelerator() -> bool:
+def has_accelerator() -> bool:
+    """Whether torch sees an accelerator (`torch.accelerator` where torch has it, else CUDA)."""
     accelerator = getattr(torch, "accelerator", None)
     if accelerator is not None:
         return accelerator.is_available()
@@ -676,17 +681,22 @@ def _has_accelerator() -> bool:
 
 __all__ = [
     "DataArguments",
+    "GuardedTrainer",
     "ModelArguments",
     "NonFiniteLossError",
     "build_parser",
     "check_model_reads_task",
     "check_number",
+    "check_world_size",
     "complete_checkpoints",
+    "has_accelerator",
     "main",
     "model_tasks",
     "parse_args",
+    "parse_overrides",
     "prepare_data",
     "resolve_resume_checkpoint",
     "run",
     "trainable_datasets",
+    "undone_on_failure",
 ]

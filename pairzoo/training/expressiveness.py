@@ -112,58 +112,64 @@ def evaluate_expressiveness(
     max_length: int = 96,
 ) -> dict:
     """Accuracy (rows with a label >= 0), Recall@k and Precision@k of the decoded [MASK] states of `rows`, computed
-    on the device the model is on. Deterministic: in eval mode, which this sets, the model draws no random numbers.
+    on the device the model is on. Deterministic: the model runs in eval mode, so it draws no random numbers; every
+    module's previous training mode is restored on return (also when this raises).
 
     `keywords`: `pair`, `esnli-proxy`, or `given` (each row carries its own `keywords` set, e.g. the highlights).
     """
     keyword_fn = {"pair": pair_keywords, "esnli-proxy": esnli_proxy_keywords, "given": lambda r: r["keywords"]}
     if keywords not in keyword_fn:
         raise ValueError(f"`keywords` must be one of {sorted(keyword_fn)}, got {keywords!r}.")
+    training = {module: module.training for module in model.modules()}
     model.eval()
-    config = model.config
-    words = resolve_label_words(config)
-    device = next(model.parameters()).device
-    special = torch.tensor(sorted(set(tokenizer.all_special_ids)), dtype=torch.long, device=device)
-    correct = labelled = scored = dropped = 0
-    recall = precision = 0.0
-    for start in range(0, len(rows), batch_size):
-        chunk = rows[start : start + batch_size]
-        batch = encode_neighbor_attention_inputs(
-            tokenizer,
-            [r["sentence1"] for r in chunk],
-            [r["sentence2"] for r in chunk] if chunk[0].get("sentence2") is not None else None,
-            label_words=words,
-            max_length=max_length,
-            connecting_tokens=config.connecting_tokens,
-            prompt_format=config.prompt_format,
-        )
-        out = model(**{key: value.to(device) for key, value in batch.items()}, output_details=True)
-        logits = model.decode_mask_logits(out.mask_hidden_state)
-        logits[:, special] = float("-inf")
-        top = logits.topk(k, dim=-1).indices.tolist()
-        predictions = out.logits.argmax(-1).tolist()
-        for row, tokens, predicted in zip(chunk, top, predictions):
-            label = row.get("label", -1)
-            if label is not None and label >= 0:
-                labelled += 1
-                correct += int(predicted == label)
-            targets, lost = keyword_token_ids(tokenizer, keyword_fn[keywords](row))
-            dropped += lost
-            if targets:
-                hits = len(targets & set(tokens))
-                recall += hits / len(targets)
-                precision += hits / k
-                scored += 1
-    return {
-        "accuracy": 100.0 * correct / labelled if labelled else None,
-        f"recall@{k}": 100.0 * recall / scored if scored else None,
-        f"precision@{k}": 100.0 * precision / scored if scored else None,
-        "examples": len(rows),
-        "examples_with_keywords": scored,
-        "keywords_dropped_multi_token": dropped,
-        "keywords": keywords,
-        "decoder": "input_embeddings" if model.lm_head is None else "mlm_head",
-    }
+    try:
+        config = model.config
+        words = resolve_label_words(config)
+        device = next(model.parameters()).device
+        special = torch.tensor(sorted(set(tokenizer.all_special_ids)), dtype=torch.long, device=device)
+        correct = labelled = scored = dropped = 0
+        recall = precision = 0.0
+        for start in range(0, len(rows), batch_size):
+            chunk = rows[start : start + batch_size]
+            batch = encode_neighbor_attention_inputs(
+                tokenizer,
+                [r["sentence1"] for r in chunk],
+                [r["sentence2"] for r in chunk] if chunk[0].get("sentence2") is not None else None,
+                label_words=words,
+                max_length=max_length,
+                connecting_tokens=config.connecting_tokens,
+                prompt_format=config.prompt_format,
+            )
+            out = model(**{key: value.to(device) for key, value in batch.items()}, output_details=True)
+            logits = model.decode_mask_logits(out.mask_hidden_state)
+            logits[:, special] = float("-inf")
+            top = logits.topk(k, dim=-1).indices.tolist()
+            predictions = out.logits.argmax(-1).tolist()
+            for row, tokens, predicted in zip(chunk, top, predictions):
+                label = row.get("label", -1)
+                if label is not None and label >= 0:
+                    labelled += 1
+                    correct += int(predicted == label)
+                targets, lost = keyword_token_ids(tokenizer, keyword_fn[keywords](row))
+                dropped += lost
+                if targets:
+                    hits = len(targets & set(tokens))
+                    recall += hits / len(targets)
+                    precision += hits / k
+                    scored += 1
+        return {
+            "accuracy": 100.0 * correct / labelled if labelled else None,
+            f"recall@{k}": 100.0 * recall / scored if scored else None,
+            f"precision@{k}": 100.0 * precision / scored if scored else None,
+            "examples": len(rows),
+            "examples_with_keywords": scored,
+            "keywords_dropped_multi_token": dropped,
+            "keywords": keywords,
+            "decoder": "input_embeddings" if model.lm_head is None else "mlm_head",
+        }
+    finally:  # per module: a model may keep some modules in eval mode while it trains
+        for module, mode in training.items():
+            module.training = mode
 
 
 def main(argv: "list[str] | None" = None) -> dict:

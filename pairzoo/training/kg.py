@@ -49,13 +49,13 @@ from ..metrics import load_metric
 from ..pipelines.pipeline_conditional_similarity import encode_bi_inputs, encode_tri_inputs
 from ..registry import create_model
 from .cli import (
+    GuardedTrainer,
     NonFiniteLossError,
-    _check_world_size,
-    _GuardedTrainer,
-    _has_accelerator,
-    _parse_overrides,
-    _undone_on_failure,
     check_number,
+    check_world_size,
+    has_accelerator,
+    parse_overrides,
+    undone_on_failure,
 )
 from .data import load_dataset, load_kg_entities
 
@@ -350,7 +350,7 @@ class KgEvaluation:
         )
 
 
-class KgTrainer(_GuardedTrainer):
+class KgTrainer(GuardedTrainer):
     """`Trainer` whose evaluation is the filtered ranking of `kg_evaluation` (logged as `<prefix>_mrr`, ...)."""
 
     def __init__(self, *args, kg_evaluation: KgEvaluation, **kwargs) -> None:
@@ -427,7 +427,7 @@ def _validate(args: KgArguments) -> None:
         raise ValueError(
             f"`--false_negatives` must be one of {', '.join(FALSE_NEGATIVE_MODES)}, got {args.false_negatives!r}."
         )
-    if args.bf16 and not _has_accelerator():
+    if args.bf16 and not has_accelerator():
         raise ValueError("`--bf16` needs a GPU or another accelerator; none was found.")
 
 
@@ -451,7 +451,7 @@ def run_kg(args: KgArguments) -> dict:
     `<output_dir>/export` and `<output_dir>/metrics.json`; returns the results. Nothing is written before every
     check passes, and a failure removes what the run created."""
     _validate(args)
-    overrides = _parse_overrides(args.config_overrides)
+    overrides = parse_overrides(args.config_overrides)
     data = load_dataset("wn18rr", data_dir=args.data_dir)
     for split in ("train", "validation"):
         if split not in data or len(data[split]) == 0:
@@ -507,13 +507,13 @@ def run_kg(args: KgArguments) -> dict:
         report_to="none",
         remove_unused_columns=False,
         bf16=args.bf16,
-        use_cpu=not _has_accelerator(),
+        use_cpu=not has_accelerator(),
         seed=args.seed,
         disable_tqdm=True,
     )
-    _check_world_size(training_args)
+    check_world_size(training_args)
     collator = KgCollator(tokenizer, input_format, entity_index, args.max_length, known_answers(train_rows))
-    with _undone_on_failure(Path(args.output_dir), training_args.should_save):
+    with undone_on_failure(Path(args.output_dir), training_args.should_save):
         trainer = KgTrainer(
             model=kg_model,
             args=training_args,

@@ -24,6 +24,7 @@ def test_cli_trains_evaluates_and_exports(tmp_path):
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["model"] == "cross-encoder" and metrics["train_rows"] == 48 and metrics["validation_rows"] == 24
     assert {"validation_spearman", "validation_pearson", "validation_mse"} <= set(metrics["metrics"])
+    assert 0 < metrics["metrics"]["train_loss"] < 10  # the run's mean training loss beside the dev metrics
     assert '"validation_spearman"' in proc.stdout
     assert (out / "export" / "model.safetensors").is_file() and (out / "export" / "README.md").is_file()
 

@@ -548,8 +548,9 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Tra
             compute_metrics=compute_metrics_fn(num_labels, label_names),
             callbacks=[_FiniteWeightsBeforeSave(), CombinedAttentionStatsCallback()],
         )
-        trainer.train(resume_from_checkpoint=resume)
-        metrics = trainer.evaluate(metric_key_prefix="validation")
+        train_output = trainer.train(resume_from_checkpoint=resume)
+        # the mean training loss over the run's steps beside the dev metrics: it tells under- from overfitting
+        metrics = {**trainer.evaluate(metric_key_prefix="validation"), "train_loss": train_output.training_loss}
         # A non-finite loss is a failed run; a NaN correlation is an undefined metric (constant predictions) and is
         # reported as such.
         non_finite = [k for k, v in metrics.items() if k.endswith("loss") and not math.isfinite(v)]

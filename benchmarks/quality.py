@@ -6,7 +6,10 @@ are kept, so an interrupted benchmark resumes where it stopped (`--force` reruns
 files into the Markdown table, the bar chart and the README's "Results" section. `--list` prints the planned runs
 (id, epochs, training rows, done or not) without training; `--max_runs N` stops after N trained runs, and
 `--time_budget_s S` starts no run that would end past S seconds (judged by the longest run so far), for a lent GPU
-whose time is counted.
+whose time is counted. `--workers N` trains N runs at once in N child processes of this script (for one GPU that a
+single small run leaves mostly idle): this process first does every task-adaptive MLM step the pending runs need,
+then each worker walks the plan in order and claims a run by creating `<output_dir>/runs/<run id>.json.claim`, so no
+two train the same run; each worker gets `OMP_NUM_THREADS` = cores / N unless it is set. Not with `--max_runs`.
 
 Profiles:
 - `cpu-small`: the bundled MiniLM, capped rows, one epoch for every run (also where a comparison trains longer) and
@@ -48,6 +51,7 @@ all); the report lists these as extra rows next to accuracy.
     python benchmarks/quality.py --profile cpu-full --only comateformer --datasets stsb --seeds 0 --max_runs 2
     python benchmarks/quality.py --profile cpu-full --only comateformer --arms "plain backbone" "comateformer (mix)"
     python benchmarks/quality.py --profile gpu
+    python benchmarks/quality.py --profile gpu --workers 4 --time_budget_s 450
 
 The GPU profile's WN18RR link prediction (CSR; issue 25) runs through `pairzoo.train_kg`, not this script: tri-encoder
 with router, tri-encoder (hadamard) without, bi-encoder, seeds 0-2, 1,000 steps of batch 256 (about 1.5 epochs of the
@@ -64,9 +68,11 @@ measured). Resumable (a run with a `metrics.json` is skipped); then
 """
 
 import argparse
+import contextlib
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
@@ -794,6 +800,116 @@ def _positive_int(text: str) -> int:
     return value
 
 
+CLAIM_SUFFIX = ".claim"
+
+
+@contextlib.contextmanager
+def claimed(path: Path):
+    """A worker's claim on the run whose result file is `path`: yields True after creating `<path>.claim` (holding
+    this process's id) exclusively, False when it exists (another worker has the run); removes the claim on exit."""
+    claim = path.with_name(path.name + CLAIM_SUFFIX)
+    try:
+        fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        fd = None
+    if fd is None:
+        yield False
+        return
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(str(os.getpid()))
+        yield True
+    finally:
+        claim.unlink(missing_ok=True)
+
+
+def remove_claims(runs_dir: Path) -> None:
+    """Remove the claim files under `runs_dir` (left by a worker that was killed)."""
+    for claim in runs_dir.glob(f"*.json{CLAIM_SUFFIX}"):
+        claim.unlink(missing_ok=True)
+
+
+def worker_argv(argv: list[str], deadline: "float | None", force_since: "float | None") -> list[str]:
+    """A worker's command-line flags: the parent's `argv` without `--time_budget_s` (the deadline replaces it), then
+    `--worker`, `--deadline` (when there is a budget) and `--force_since` (with `--force`)."""
+    flags, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--time_budget_s":
+            skip = True
+        elif not arg.startswith("--time_budget_s="):
+            flags.append(arg)
+    flags.append("--worker")
+    if deadline is not None:
+        flags += ["--deadline", repr(deadline)]
+    if force_since is not None:
+        flags += ["--force_since", repr(force_since)]
+    return flags
+
+
+def run_workers(
+    argv: list[str],
+    workers: int,
+    pending: list[PlannedRun],
+    backbone: str,
+    output_dir: Path,
+    deadline: "float | None",
+    force: bool,
+) -> None:
+    """`--workers N`: remove stale claims, do each task-adaptive MLM step the `pending` runs need (once per data set),
+    start N workers (at most one per pending run), wait for them and remove the claims they left. A SystemExit names
+    the workers that failed; the run files they finished are kept."""
+    started = time.time()
+    runs_dir = output_dir / "runs"
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    remove_claims(runs_dir)
+    if not pending:
+        print(f"nothing to run; results in {runs_dir}", flush=True)
+        return
+    for dataset in dict.fromkeys(r.dataset for r in pending if r.arm.adapted):
+        adapted_backbone(backbone, dataset, output_dir)
+
+    def stamp(run: PlannedRun) -> "int | None":
+        path = runs_dir / f"{run.id}.json"
+        return path.stat().st_mtime_ns if path.exists() else None
+
+    before = {run.id: stamp(run) for run in pending}
+    count = min(workers, len(pending))
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // count)))
+    command = [sys.executable, str(Path(__file__).resolve())]
+    command += worker_argv(argv, deadline, started if force else None)
+    print(f"starting {count} workers (OMP_NUM_THREADS={env['OMP_NUM_THREADS']})", flush=True)
+
+    def stop(signum, frame):  # e.g. `timeout`'s SIGTERM: stop the workers and remove their claims before exiting
+        raise SystemExit(f"stopped by signal {signum}; the run files finished are kept")
+
+    processes, previous = [], signal.signal(signal.SIGTERM, stop)
+    try:
+        for _ in range(count):
+            processes.append(subprocess.Popen(command, cwd=REPO, env=env))
+        codes = [process.wait() for process in processes]
+    except BaseException:
+        for process in processes:
+            if process.poll() is None:
+                process.terminate()
+        for process in processes:
+            process.wait()
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        remove_claims(runs_dir)
+    trained = sum(stamp(run) not in (None, before[run.id]) for run in pending)
+    print(f"{trained} runs trained by {count} workers in {time.time() - started:.0f}s; results in {runs_dir}")
+    failed = sum(code != 0 for code in codes)
+    if failed:
+        raise SystemExit(
+            f"{failed} of {count} workers failed (exit status {codes}; messages above); the run files finished are "
+            "kept, so the same command resumes."
+        )
+
+
 def main(argv: "list[str] | None" = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--profile", choices=sorted(PROFILES), default="cpu-small")
@@ -814,7 +930,21 @@ def main(argv: "list[str] | None" = None) -> None:
         default=None,
         help="start no run that would end past this many seconds, judged by the longest run so far",
     )
+    parser.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=1,
+        help="train this many runs at once, each in a worker process claiming runs by a .claim file (not with "
+        "--max_runs)",
+    )
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)  # one of --workers' processes
+    parser.add_argument("--deadline", type=float, default=None, help=argparse.SUPPRESS)  # time.time() budget end
+    # with --force: a run file written after this time.time() was trained by another worker
+    parser.add_argument("--force_since", type=float, default=None, help=argparse.SUPPRESS)
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
+    if args.workers > 1 and args.max_runs is not None:
+        raise SystemExit("--max_runs and --workers > 1 do not go together: the workers share no run count.")
     profile = PROFILES[args.profile]
     output_dir = args.output_dir or REPO / "benchmarks" / "results" / args.profile
     backbone = args.backbone or profile["backbone"]
@@ -852,52 +982,71 @@ def main(argv: "list[str] | None" = None) -> None:
     unknown = unknown_arm_overrides(pending)
     if unknown:
         raise SystemExit(f"config_overrides this checkout's configs do not take: {unknown}; leave those arms out.")
+    if args.workers > 1 and not args.worker:
+        deadline = None if args.time_budget_s is None else time.time() + args.time_budget_s
+        run_workers(argv, args.workers, pending, backbone, output_dir, deadline, args.force)
+        return
     env = environment()
     started = time.time()
+    deadline = args.deadline
+    if deadline is None and args.time_budget_s is not None:
+        deadline = started + args.time_budget_s
+
+    def done(path: Path) -> bool:
+        """Whether the run's file exists; with --force only if a worker of the same --workers wrote it."""
+        if not args.force:
+            return path.exists()
+        return args.force_since is not None and path.exists() and path.stat().st_mtime >= args.force_since
+
+    if args.worker:
+        (output_dir / "runs").mkdir(parents=True, exist_ok=True)
     trained, longest = 0, 0.0
     for run in runs:
         path = output_dir / "runs" / f"{run.id}.json"
-        if path.exists() and not args.force:
+        if done(path):
             continue
         if args.max_runs is not None and trained == args.max_runs:
             print(f"stopped after {trained} runs (--max_runs)", flush=True)
             break
-        if args.time_budget_s is not None and time.time() - started + longest > args.time_budget_s:
+        if deadline is not None and time.time() + longest > deadline:
             print(f"stopped after {trained} runs: the next could end past --time_budget_s", flush=True)
             break
-        begun = time.time()  # with the adaptation step, when the arm needs one
-        comparison, arm, dataset, seed, train_args = run.comparison, run.arm, run.dataset, run.seed, run.train_args
-        run_backbone, adaptation = backbone, None
-        if arm.adapted:
-            folder = adapted_backbone(backbone, dataset, output_dir)
-            run_backbone, adaptation = str(folder), json.loads((folder / "adaptation.json").read_text())
-        with tempfile.TemporaryDirectory(prefix="pairzoo-bench-") as scratch:
-            scratch = Path(scratch)
-            run_argv = train_argv(arm, dataset, seed, train_args, run_backbone, scratch, comparison.expressiveness)
-            t0 = time.time()
-            metrics = run_one(run_argv, profile["launcher"], scratch)
-            if comparison.expressiveness:
-                metrics |= expressiveness_metrics(scratch / "export", dataset, train_args, profile["esnli_rows"])
-        payload = {
-            "comparison": comparison.name,
-            "arm": arm.label,
-            "baseline": arm == run.baseline,
-            "model": arm.model,
-            "config_overrides": arm.overrides,
-            "dataset": dataset,
-            "split": "validation",
-            "seed": seed,
-            "profile": args.profile,
-            "backbone": run_backbone,
-            **({"adaptation": adaptation} if adaptation is not None else {}),
-            "train_args": train_args,
-            "metrics": metrics,
-            "wall_seconds": round(time.time() - t0, 1),
-            **env,
-        }
-        write_json_atomic(path, payload)
-        trained, longest = trained + 1, max(longest, time.time() - begun)
-        print(f"[{time.time() - started:7.0f}s] {path.name}: {json.dumps(metrics)}", flush=True)
+        with claimed(path) if args.worker else contextlib.nullcontext(True) as owned:
+            if not owned or (args.worker and done(path)):
+                continue  # another worker has it, or finished it since the check above
+            begun = time.time()  # with the adaptation step, when the arm needs one
+            comparison, arm, dataset, seed, train_args = run.comparison, run.arm, run.dataset, run.seed, run.train_args
+            run_backbone, adaptation = backbone, None
+            if arm.adapted:
+                folder = adapted_backbone(backbone, dataset, output_dir)
+                run_backbone, adaptation = str(folder), json.loads((folder / "adaptation.json").read_text())
+            with tempfile.TemporaryDirectory(prefix="pairzoo-bench-") as scratch:
+                scratch = Path(scratch)
+                run_argv = train_argv(arm, dataset, seed, train_args, run_backbone, scratch, comparison.expressiveness)
+                t0 = time.time()
+                metrics = run_one(run_argv, profile["launcher"], scratch)
+                if comparison.expressiveness:
+                    metrics |= expressiveness_metrics(scratch / "export", dataset, train_args, profile["esnli_rows"])
+            payload = {
+                "comparison": comparison.name,
+                "arm": arm.label,
+                "baseline": arm == run.baseline,
+                "model": arm.model,
+                "config_overrides": arm.overrides,
+                "dataset": dataset,
+                "split": "validation",
+                "seed": seed,
+                "profile": args.profile,
+                "backbone": run_backbone,
+                **({"adaptation": adaptation} if adaptation is not None else {}),
+                "train_args": train_args,
+                "metrics": metrics,
+                "wall_seconds": round(time.time() - t0, 1),
+                **env,
+            }
+            write_json_atomic(path, payload)
+            trained, longest = trained + 1, max(longest, time.time() - begun)
+            print(f"[{time.time() - started:7.0f}s] {path.name}: {json.dumps(metrics)}", flush=True)
     print(f"done in {time.time() - started:.0f}s; results in {output_dir / 'runs'}", flush=True)
 
 

@@ -1,10 +1,16 @@
 """Benchmark profiles of issue 22: the peer-budget `cpu-full` and the `gpu` grid resolve the right training arguments
 and order, the earlier profiles keep exactly their committed run ids, `--list` / `--max_runs` plan and budget without
-training, and the report puts the sentence-transformers peer beside pairzoo's arms. No test here trains a model."""
+training, `--workers` claims each run once, and the report puts the sentence-transformers peer beside pairzoo's arms.
+Only the integration test of `--workers` trains (two tiny-bert runs, in two real worker processes)."""
 
+import contextlib
 import json
+import os
+import signal
 import statistics
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -328,6 +334,164 @@ def test_time_budget_starts_no_run_that_would_end_past_it(tmp_path, monkeypatch,
     assert "stopped after 2 runs: the next could end past --time_budget_s" in capsys.readouterr().out
 
 
+WORKER_ARGV = ["--profile", "cpu-full", "--only", "cross-encoder", "siamese-esim", "--datasets", "sick-e"]
+
+
+def _worker_plan(seed: int) -> list:
+    only = ("cross-encoder", "siamese-esim")
+    return [r.id for r in quality.plan_runs("cpu-full", (seed,), datasets=("sick-e",)) if r.comparison.name in only]
+
+
+def test_a_worker_claims_each_run_and_skips_the_runs_another_worker_has(tmp_path, monkeypatch):
+    runs_dir = tmp_path / "runs"
+    trained, failing = [], []
+
+    def fake_run_one(argv: list, launcher: str, output_dir: Path) -> dict:
+        seed = argv[argv.index("--seed") + 1]
+        mine = [c for c in runs_dir.glob("*.claim") if c.read_text() == str(os.getpid())]
+        assert len(mine) == 1 and mine[0].name.endswith(f"seed{seed}.json.claim")  # held while it trains
+        run_id = mine[0].name.removesuffix(".json.claim")
+        if run_id in failing:
+            raise RuntimeError("training failed")
+        trained.append(run_id)
+        return {"validation_accuracy": 80.0}
+
+    monkeypatch.setattr(quality, "run_one", fake_run_one)
+    monkeypatch.setattr(quality, "environment", lambda: {"hardware": {}, "versions": {}, "git_commit": "x"})
+    planned = _worker_plan(0)
+    assert len(planned) == 4
+    runs_dir.mkdir()
+    taken = runs_dir / f"{planned[1]}.json.claim"  # another worker trains this run
+    taken.write_text("1")
+    real_claimed = quality.claimed
+
+    @contextlib.contextmanager
+    def racing_claimed(path: Path):  # another worker finishes planned[2] between the check and the claim
+        if path.name == f"{planned[2]}.json":
+            path.write_text("{}")
+        with real_claimed(path) as owned:
+            yield owned
+
+    monkeypatch.setattr(quality, "claimed", racing_claimed)
+    argv = [*WORKER_ARGV, "--output_dir", str(tmp_path)]
+    quality.main([*argv, "--seeds", "0", "--worker", "--workers", "3"])
+    assert trained == [planned[0], planned[3]]
+    names = sorted(p.name for p in runs_dir.iterdir())
+    assert names == sorted([f"{planned[0]}.json", taken.name, f"{planned[2]}.json", f"{planned[3]}.json"])
+    assert taken.read_text() == "1" and (runs_dir / f"{planned[2]}.json").read_text() == "{}"
+    # a run whose training raises leaves its claim removed (and no run file)
+    monkeypatch.setattr(quality, "claimed", real_claimed)
+    failing.append(_worker_plan(1)[1])
+    with pytest.raises(RuntimeError, match="training failed"):
+        quality.main([*argv, "--seeds", "1", "--worker"])
+    assert sorted(p.name for p in runs_dir.glob("*.claim")) == [taken.name]
+    assert {p.name for p in runs_dir.iterdir()} - set(names) == {f"{_worker_plan(1)[0]}.json"}
+
+
+def test_workers_adapt_first_then_start_that_many_workers_with_the_deadline(tmp_path, monkeypatch, capsys):
+    events, popens, codes = [], [], []
+    runs_dir = tmp_path / "runs"
+
+    class FakePopen:
+        def __init__(self, command: list, cwd=None, env=None):
+            events.append("popen")
+            popens.append((command, cwd, env))
+
+        def wait(self) -> int:
+            (runs_dir / "x.json.claim").write_text("7")  # a killed worker's claim
+            code = codes.pop(0) if codes else -signal.SIGTERM
+            if code == "sigterm":
+                os.kill(os.getpid(), signal.SIGTERM)
+            return code
+
+        def poll(self) -> None:
+            return None
+
+        def terminate(self) -> None:
+            events.append("terminate")
+
+    def fake_adapted(backbone: str, dataset: str, output_dir: Path) -> Path:
+        events.append(("adapt", backbone, dataset))
+        return output_dir / "adapted" / dataset
+
+    def no_training(*args):
+        raise AssertionError("the parent trains nothing")
+
+    monkeypatch.setattr(quality.subprocess, "Popen", FakePopen)
+    monkeypatch.setattr(quality, "adapted_backbone", fake_adapted)
+    monkeypatch.setattr(quality, "run_one", no_training)
+    monkeypatch.setattr(quality, "environment", no_training)
+    monkeypatch.setattr(quality.os, "cpu_count", lambda: 16)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    arms = ["full fine-tuning", "full fine-tuning (adapted backbone)"]
+    argv = ["--profile", "cpu-full", "--only", "neighbor-attention", "--arms", *arms, "--seeds", "0", "1"]
+    argv += ["--time_budget_s", "100", "--output_dir", str(tmp_path), "--workers", "3"]
+    runs_dir.mkdir()
+    stale = runs_dir / "neighbor-attention__full-fine-tuning__sick-e__seed0.json.claim"
+    stale.write_text("1")
+    codes[:] = [0, 0, 0]
+    before = time.time()
+    quality.main(argv)
+    assert events == [("adapt", "minilm", "sick-e"), "popen", "popen", "popen"]  # once for both seeds
+    for command, cwd, env in popens:
+        assert command[:2] == [sys.executable, str(REPO / "benchmarks" / "quality.py")] and cwd == quality.REPO
+        assert "--worker" in command and "--time_budget_s" not in command and "100" not in command
+        deadline = float(command[command.index("--deadline") + 1])
+        assert before + 100 <= deadline <= time.time() + 100
+        assert command[2:-3] == [a for a in argv if a not in ("--time_budget_s", "100")]
+        assert env["OMP_NUM_THREADS"] == "5" and env["HF_HUB_OFFLINE"] == os.environ["HF_HUB_OFFLINE"]
+    assert not list(runs_dir.glob("*.claim"))  # the stale claim and the killed worker's
+    assert "0 runs trained by 3 workers" in capsys.readouterr().out
+    # a worker that fails: the parent says so; a set OMP_NUM_THREADS is kept; no --deadline without a budget
+    events.clear(), popens.clear()
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    codes[:] = [0, 1, 0]
+    with pytest.raises(SystemExit, match="1 of 3 workers failed"):
+        quality.main([a for a in argv if a not in ("--time_budget_s", "100")])
+    assert len(popens) == 3 and all(env["OMP_NUM_THREADS"] == "2" for _, _, env in popens)
+    assert all("--deadline" not in command for command, _, _ in popens)
+    assert not list(runs_dir.glob("*.claim"))
+    # at most one worker per pending run
+    popens.clear()
+    codes[:] = [0]
+    quality.main([*argv[:-1], "4", "--arms", arms[0], "--seeds", "0"])
+    assert len(popens) == 1
+    # a SIGTERM (`timeout`'s) stops the workers and still removes their claims
+    events.clear()
+    codes[:] = ["sigterm"]
+    handler = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(SystemExit, match="stopped by signal"):
+        quality.main([*argv[:-1], "4", "--arms", arms[0], "--seeds", "0"])
+    assert events == ["popen", "terminate"] and signal.getsignal(signal.SIGTERM) == handler
+    assert not list(runs_dir.glob("*.claim"))
+
+
+@pytest.mark.integration
+def test_two_real_workers_train_each_run_once(tmp_path):
+    env = dict(os.environ, HF_HOME=str(REPO / ".hf_home"), TOKENIZERS_PARALLELISM="false")
+    env |= {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    argv = ["--profile", "cpu-small", "--backbone", "tiny-bert", "--only", "seaver", "--datasets", "synthetic"]
+    argv += ["--seeds", "0", "--arms", "cross-encoder", "seaver", "--workers", "2", "--output_dir", str(tmp_path)]
+    result = subprocess.run(
+        [sys.executable, "benchmarks/quality.py", *argv],
+        cwd=REPO,
+        env=env,
+        timeout=600,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    files = sorted((tmp_path / "runs").iterdir())
+    assert [p.name for p in files] == [
+        "seaver__cross-encoder__synthetic__seed0.json",
+        "seaver__seaver__synthetic__seed0.json",
+    ]
+    for path in files:
+        record = json.loads(path.read_text())
+        assert isinstance(record["metrics"]["validation_spearman"], (int, float)) and record["backbone"] == "tiny-bert"
+    assert "2 runs trained by 2 workers" in result.stdout and not list(tmp_path.rglob("*.claim"))
+
+
 def test_arms_flag_keeps_only_the_named_arms_in_plan_order(tmp_path, capsys):
     labels = ["comateformer (mix)", "plain backbone"]
     argv = ["--profile", "cpu-full", "--only", "comateformer", "--seeds", "0", "--output_dir", str(tmp_path)]
@@ -355,6 +519,8 @@ def test_arms_whose_overrides_the_config_does_not_take_are_listed_and_never_trai
     ("argv", "message"),
     [
         (["--max_runs", "0"], None),
+        (["--workers", "0"], None),
+        (["--max_runs", "2", "--workers", "2"], "--max_runs and --workers"),
         (["--only", "siamese-bimpm", "--profile", "gpu"], "unknown comparison"),
         (["--only", "comateformer", "--datasets", "rte", "--profile", "cpu-full"], "--datasets"),
         (["--only", "comateformer", "--arms", "esim", "--profile", "cpu-full"], "--arms: unknown arm"),
@@ -364,7 +530,7 @@ def test_bad_quality_flags_stop_before_anything_is_written(tmp_path, argv, messa
     with pytest.raises(SystemExit, match=message):
         quality.main([*argv, "--list", "--output_dir", str(tmp_path)])
     if message is None:
-        assert "--max_runs" in capsys.readouterr().err
+        assert argv[0] in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
 
 

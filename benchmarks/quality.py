@@ -229,13 +229,19 @@ COMPARISONS = [
 ]
 
 MATCHERS = ("esim", "re2", "bimpm", "cafe", "diin", "drcn")
-# issue 22: DRCN + SFA with a skip connection around the block, and with the squeeze of the earlier code (branches
-# summed before the average and max) instead of the paper's eq. 6
+# issue 22: DRCN + SFA with a skip connection around the block (plain, and gated from zero), and with the squeeze of
+# the earlier code (branches summed before the average and max) instead of the paper's eq. 6
 DRCN_SFA_VARIANTS = (
     Arm(
         "drcn + sfa (residual)",
         "siamese-matcher",
         {"matcher": "drcn", "feature_attention": "sfa", "feature_attention_residual": True},
+        profiles=PEER_PROFILES,
+    ),
+    Arm(
+        "drcn + sfa (gated residual)",
+        "siamese-matcher",
+        {"matcher": "drcn", "feature_attention": "sfa", "feature_attention_residual": "gated"},
         profiles=PEER_PROFILES,
     ),
     Arm(

@@ -12,7 +12,7 @@ import torch
 from model_harness import ROWS, ModelHarness
 from transformers import set_seed
 
-from pairzoo import SiameseMatcherConfig, create_model, load_tokenizer
+from pairzoo import SiameseMatcherConfig, SiameseMatcherForSequenceClassification, create_model, load_tokenizer
 from pairzoo.configuration.configuration_siamese_matcher import HOST_DEFAULTS
 from pairzoo.modeling.modeling_siamese_matcher import (
     DenseFeatureExtractor,
@@ -192,6 +192,21 @@ class TestDrcnSfaResidualBranchSum(_SiameseHarness):
         "feature_attention_residual": True,
         "sfa_squeeze": "branch_sum",
     }
+
+
+class TestDrcnSfaGatedResidual(_SiameseHarness):
+    """The gated skip connection (gates saved, loaded and exported with the rest)."""
+
+    config_overrides = {**TINY_HOSTS["drcn"], "feature_attention": "sfa", "feature_attention_residual": "gated"}
+
+    def make_model(self, backbone: str, **overrides):
+        """Gates moved off their zero start (a zero gate passes no gradient to its block), so every block gets
+        gradients and the round trips carry non-zero gates."""
+        model = super().make_model(backbone, **overrides)
+        with torch.no_grad():
+            for index, pair in enumerate(m for m in model.modules() if isinstance(m, FeatureAttentionPair)):
+                pair.gate.copy_(torch.tensor([0.5, -0.25]) * (index + 1))
+        return model
 
 
 def _features(batch: int = 3, length: int = 7, dim: int = 64, seed: int = 0):
@@ -418,6 +433,7 @@ def test_tri_collator_rows_without_condition_train_the_model():
         ({"sfa_squeeze": None}, "sfa_squeeze"),
         ({"feature_attention_residual": "yes"}, "feature_attention_residual"),
         ({"feature_attention_residual": None}, "feature_attention_residual"),
+        ({"feature_attention_residual": "rezero"}, "feature_attention_residual"),
         ({"re2_kernel_size": 4}, "re2_kernel_size"),
         ({"dropout": 1.5}, "dropout"),
         ({"label_min": 5.0, "label_max": 1.0}, "label_max"),
@@ -600,6 +616,39 @@ def test_residual_host_with_a_silent_block_is_the_host_without_blocks(matcher):
         ).eval()
         no_skip.load_state_dict(residual.state_dict())
         assert (no_skip(**batch).logits - plain(**batch).logits).abs().max() > 1e-4
+
+
+@pytest.mark.parametrize("feature_attention", ["fa", "sfa"])
+def test_gated_residual_recomputed_from_the_gates_and_zero_at_initialisation(feature_attention):
+    """`feature_attention_residual="gated"`: x_i + g_i block_i(x_i) from the pair's own gates; g = 0 after
+    construction (and after `post_init` re-initialisation), so each branch starts as its input."""
+    config = SiameseMatcherConfig(
+        feature_attention=feature_attention,
+        feature_attention_residual="gated",
+        vocab_size=50,
+        embedding_size=8,
+        **TINY,
+    )
+    model = SiameseMatcherForSequenceClassification(config)
+    pairs = [m for m in model.modules() if isinstance(m, FeatureAttentionPair)]
+    assert pairs and all(torch.equal(m.gate, torch.zeros(2)) for m in pairs)
+    pair = FeatureAttentionPair(config).eval()
+    x1, mask1 = _features(seed=1)
+    x2, mask2 = _features(batch=3, length=5, seed=2)
+    with torch.no_grad():
+        start1, start2 = pair(x1, mask1, x2, mask2)
+        assert torch.equal(start1, x1) and torch.equal(start2, x2)
+        pair.gate.copy_(torch.tensor([0.7, -1.3]))
+        u1, u2 = pair(x1, mask1, x2, mask2)
+        torch.testing.assert_close(u1, x1 + 0.7 * pair.first(x1, mask1))
+        torch.testing.assert_close(u2, x2 - 1.3 * pair.second(x2, mask2))
+    # the gates learn: a loss through the pair reaches them
+    pair.train()
+    pair.gate.data.zero_()
+    u1, u2 = pair(x1, mask1, x2, mask2)
+    (u1.square().sum() + u2.sum()).backward()
+    assert pair.gate.grad is not None and (pair.gate.grad != 0).all()
+    assert FeatureAttentionPair(SiameseMatcherConfig(vocab_size=50, embedding_size=8, **TINY)).gate is None
 
 
 def _cos(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

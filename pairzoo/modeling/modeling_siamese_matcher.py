@@ -178,7 +178,8 @@ def build_feature_attention(config: SiameseMatcherConfig) -> "nn.Module | None":
 
 class FeatureAttentionPair(nn.Module):
     """One block per branch (same form, unshared parameters); the identity when the config asks for none. With
-    `feature_attention_residual` each branch gets x + block(x) (a skip connection the paper does not have; padding
+    `feature_attention_residual=True` each branch gets x + block(x), with `"gated"` x + g_i block(x) where `gate`
+    (2,) holds g_1, g_2 (learnable, zero at initialisation); skip connections the paper does not have (padding
     positions then carry x, as with no block)."""
 
     def __init__(self, config: SiameseMatcherConfig) -> None:
@@ -186,6 +187,8 @@ class FeatureAttentionPair(nn.Module):
         self.first = build_feature_attention(config)
         self.second = build_feature_attention(config)
         self.residual = config.feature_attention_residual
+        gated = self.first is not None and self.residual == "gated"
+        self.gate = nn.Parameter(torch.zeros(2)) if gated else None
 
     def forward(
         self, x1: torch.Tensor, mask1: torch.Tensor, x2: torch.Tensor, mask2: torch.Tensor
@@ -193,6 +196,8 @@ class FeatureAttentionPair(nn.Module):
         if self.first is None:
             return x1, x2
         u1, u2 = self.first(x1, mask1), self.second(x2, mask2)
+        if self.gate is not None:
+            return x1 + self.gate[0] * u1, x2 + self.gate[1] * u2
         return (x1 + u1, x2 + u2) if self.residual else (u1, u2)
 
 
@@ -809,7 +814,7 @@ class SiameseMatcherForSequenceClassification(PairzooPreTrainedModel):
     def _init_weights(self, module: nn.Module) -> None:
         """Xavier-uniform linear and convolution weights with zero biases, orthogonal recurrent weights, BiMPM's
         perspective weights uniform in [0, 1); embeddings as the base class does (then overwritten by
-        `from_backbone`)."""
+        `from_backbone`); the gates of `feature_attention_residual="gated"` zero."""
         if isinstance(module, (nn.Linear, nn.Conv1d, nn.Conv2d)):
             init.xavier_uniform_(module.weight)
             if module.bias is not None:
@@ -831,6 +836,9 @@ class SiameseMatcherForSequenceClassification(PairzooPreTrainedModel):
                 torch.set_num_threads(threads)
         elif isinstance(module, MultiPerspectiveMatching):
             init.uniform_(module.weight, 0.0, 1.0)
+        elif isinstance(module, FeatureAttentionPair):
+            if module.gate is not None:
+                init.zeros_(module.gate)
         else:
             super()._init_weights(module)
 

@@ -30,7 +30,7 @@ Profiles:
   grid on seeds 0-4; then issue 25's conditional comparisons (`seaver` and both CSR comparisons on synthetic at
   `cpu-full`'s synthetic budget, `seaver-absa` on both ABSA domains) and issue 23's neighbor attention on SICK-E at
   the paper's 5 epochs (`comparison_args`), these two stages on seeds 0-2 (`stage_seeds`). The comment above
-  `PROFILES["gpu"]` estimates 26 + 35 + 26 minutes on one H100.
+  `PROFILES["gpu"]` estimates 27 + 35 + 26 minutes on one H100.
 
 Training arguments of a run, later ones winning: the profile's `args`, its `dataset_args` for the run's data set,
 its `comparison_args` for the run's comparison, the comparison's `train_args`, the arm's `train_args` (then, on CUDA,
@@ -497,9 +497,9 @@ PROFILES = {
     # (Trainer host work and ~450 kernels; 6 * 22M parameters * 2k tokens is 0.3 TFLOP, ~2 ms) and about 12 ms for a
     # Siamese host (cuDNN LSTMs on MiniLM's word embeddings), plus ~2.5 s a run (model from disk, tokenising the
     # split, dev evaluation at batch 256).
-    # Issue 22's stage, 30 runs a seed: 7 transformer arms x (540 + 417 + 345) steps (STS-B, SICK-E, MRPC at 3
-    # epochs) = 9,114 steps, 182 s; 11 Siamese runs x 417 steps = 4,587 steps, 55 s; 30 x 2.5 s = 75 s; about 312 s a
-    # seed, 26 minutes for 5 seeds.
+    # Issue 22's stage, 31 runs a seed: 7 transformer arms x (540 + 417 + 345) steps (STS-B, SICK-E, MRPC at 3
+    # epochs) = 9,114 steps, 182 s; 12 Siamese runs x 417 steps = 5,004 steps, 60 s; 31 x 2.5 s = 78 s; about 320 s a
+    # seed, 27 minutes for 5 seeds (in one process; `--workers` runs several at once).
     # Issue 25's stage, 21 runs a seed: on synthetic (24,000 rows, 2 epochs, batch 32: 1,500 steps) the cross-encoder,
     # SEAVER and its random-reweighting control (one backbone pass plus the reweighting, ~23 ms a step) 4,500 steps,
     # 102 s; csr-tri's 5 arms at ~45 ms (condition and both sentences: three backbone passes) 7,500 steps, 338 s;
@@ -512,14 +512,14 @@ PROFILES = {
     # ~25 s); each run's [MASK] expressiveness on its 495 dev rows and 1,000 e-SNLI dev rows (`esnli_rows`) on the GPU,
     # ~5 s; 15 x (2.5 + 5) s = 113 s; about 515 s a seed, 26 minutes for 3 seeds.
     # 5 seeds everywhere would be 26 + 58 + 43 = 127 minutes, so the new stages run the first 3 seeds (`stage_seeds`):
-    # 26 + 35 + 26 = about 87 minutes in all (about 100 at 25 ms a transformer step and 15 ms a Siamese one), over the
+    # 27 + 35 + 26 = about 88 minutes in all (about 100 at 25 ms a transformer step and 15 ms a Siamese one), over the
     # 25 minutes the issues ask for. Each stage is seed-major and issue 22's comes first, so `--max_runs 120` or
     # `--seeds 0 1 2 3` keeps whole seeds, and `--only` splits the later stages over several launches, if the first
     # seed's time (printed with each run) says it would not fit.
     "gpu": {
         "about": (
             "issue 22's required grid (5 seeds), then issue 25's conditional comparisons and issue 23's neighbor "
-            "attention (3 seeds); 3 epochs (synthetic: 2, neighbor attention: 5), bf16 on CUDA (estimated 26 + 35 + "
+            "attention (3 seeds); 3 epochs (synthetic: 2, neighbor attention: 5), bf16 on CUDA (estimated 27 + 35 + "
             "26 minutes on one H100)"
         ),
         "backbone": "minilm",

@@ -549,8 +549,11 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Tra
             callbacks=[_FiniteWeightsBeforeSave(), CombinedAttentionStatsCallback()],
         )
         train_output = trainer.train(resume_from_checkpoint=resume)
-        # the mean training loss over the run's steps beside the dev metrics: it tells under- from overfitting
-        metrics = {**trainer.evaluate(metric_key_prefix="validation"), "train_loss": train_output.training_loss}
+        metrics = trainer.evaluate(metric_key_prefix="validation")
+        # The mean training loss over the run's steps beside the dev metrics (it tells under- from overfitting); not
+        # after a resume, where the Trainer averages only the steps this process trained.
+        if resume is None:
+            metrics["train_loss"] = train_output.training_loss
         # A non-finite loss is a failed run; a NaN correlation is an undefined metric (constant predictions) and is
         # reported as such.
         non_finite = [k for k, v in metrics.items() if k.endswith("loss") and not math.isfinite(v)]

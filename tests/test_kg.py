@@ -266,6 +266,7 @@ def test_trainer_run_writes_an_export_that_loads_back(tmp_path, architecture):
     assert saved["dev"] == pytest.approx(result["dev"]) and saved["args"]["pre_batch"] == 1
     assert saved["dev"]["num_queries"] == 4 and saved["dev"]["num_entities"] == 6 and 0 < saved["dev"]["mrr"] <= 1
     assert saved["train_steps"] == 4 and saved["environment"]["world_size"] == 1 and saved["environment"]["torch"]
+    assert saved["stopped_by_time_budget"] is False
     assert [e["step"] for e in saved["log_history"] if "eval_mrr" in e] == [2, 4]  # the Trainer's evaluation hook
     model, tokenizer = load_export(tmp_path / "out" / "export")
     assert model.config.architecture == architecture
@@ -291,6 +292,24 @@ def test_trainer_run_writes_an_export_that_loads_back(tmp_path, architecture):
     assert again["mrr"] == pytest.approx(saved["dev"]["mrr"], abs=1e-6, rel=1e-5)
 
 
+def test_time_budget_stops_training_then_evaluates_and_saves(tmp_path):
+    args = KgArguments(
+        backbone="tiny-bert",
+        data_dir=_write_graph(tmp_path / "data"),
+        output_dir=str(tmp_path / "out"),
+        max_steps=50,
+        max_train_seconds=1e-9,  # spent by the end of the first step
+        batch_size=4,
+        max_length=16,
+        eval_batch_size=4,
+        export=False,
+    )
+    result = run_kg(args)
+    saved = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert result["train_steps"] == saved["train_steps"] == 1 and saved["stopped_by_time_budget"] is True
+    assert saved["dev"]["num_queries"] == 4 and 0 < saved["dev"]["mrr"] <= 1
+
+
 # --------------------------------------------------------------------------------------------- bad flags
 
 BAD_FLAGS = [
@@ -301,6 +320,7 @@ BAD_FLAGS = [
     (["--pre_batch", "-1"], "--pre_batch"),
     (["--pre_batch_weight", "0"], "--pre_batch_weight"),
     (["--warmup_ratio", "1"], "--warmup_ratio"),
+    (["--max_train_seconds", "-1"], "--max_train_seconds"),
     (["--eval_queries", "0"], "--eval_queries"),
     (["--false_negatives", "tails"], "--false_negatives"),
     (["--config_overrides", "[1]"], "config_overrides"),

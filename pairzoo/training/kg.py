@@ -40,7 +40,7 @@ import torch
 import transformers
 from torch import nn
 from tqdm.auto import tqdm
-from transformers import HfArgumentParser, TrainingArguments, set_seed
+from transformers import HfArgumentParser, TrainerCallback, TrainingArguments, set_seed
 from transformers.utils import ModelOutput
 
 from ..backbones import load_tokenizer
@@ -372,6 +372,22 @@ class KgTrainer(GuardedTrainer):
         return metrics
 
 
+class TimeBudgetCallback(TrainerCallback):
+    """Stops training at the first step that ends `seconds` or more after training began; the run then evaluates and
+    saves as usual. The learning-rate schedule is still the one for `max_steps`, so a stopped run has not decayed."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.started = 0.0
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.started = time.time()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if time.time() - self.started >= self.seconds:
+            control.should_training_stop = True
+
+
 @dataclass
 class KgArguments:
     """`python -m pairzoo.train_kg` options."""
@@ -382,6 +398,10 @@ class KgArguments:
     data_dir: "str | None" = field(default=None, metadata={"help": "Shared data folder (default ../shared/data)."})
     output_dir: str = field(default="outputs/kg", metadata={"help": "Where metrics.json and export/ are written."})
     max_steps: int = field(default=300, metadata={"help": "Training steps."})
+    max_train_seconds: float = field(
+        default=0.0,
+        metadata={"help": "Stop training after this many seconds, then evaluate and save as usual (0: no limit)."},
+    )
     batch_size: int = field(default=32, metadata={"help": "Training batch per process (in-batch negatives)."})
     learning_rate: float = field(default=5e-5, metadata={"help": "AdamW learning rate (linear decay)."})
     warmup_ratio: float = field(default=0.1, metadata={"help": "Fraction of steps of linear warm-up."})
@@ -419,7 +439,7 @@ def _validate(args: KgArguments) -> None:
         check_number("eval_queries", args.eval_queries, "an integer >= 1", lambda v: v >= 1)
     for name in ("learning_rate", "temperature", "pre_batch_weight"):
         check_number(name, getattr(args, name), "a number > 0", lambda v: v > 0)
-    for name in ("margin", "weight_decay", "max_grad_norm"):
+    for name in ("margin", "weight_decay", "max_grad_norm", "max_train_seconds"):
         check_number(name, getattr(args, name), "a number >= 0", lambda v: v >= 0)
     check_number("warmup_ratio", args.warmup_ratio, "in [0, 1)", lambda v: 0 <= v < 1)
     check_number("seed", args.seed, "an integer in [0, 2**32)", lambda v: 0 <= v < 2**32)
@@ -523,6 +543,8 @@ def run_kg(args: KgArguments) -> dict:
             processing_class=tokenizer,
             kg_evaluation=evaluation,
         )
+        if args.max_train_seconds:
+            trainer.add_callback(TimeBudgetCallback(args.max_train_seconds))
         started = time.time()
         train_output = trainer.train()
         train_seconds = time.time() - started
@@ -538,6 +560,7 @@ def run_kg(args: KgArguments) -> dict:
             "args": asdict(args),
             "train_loss": train_output.training_loss,
             "train_steps": trainer.state.global_step,
+            "stopped_by_time_budget": trainer.state.global_step < args.max_steps,
             "train_rows": len(train_rows),
             "temperature": float(1.0 / kg_model.log_inv_t.detach().exp()),
             "train_seconds": round(train_seconds, 1),
@@ -587,6 +610,7 @@ __all__ = [
     "KgEvaluation",
     "KgOutput",
     "KgTrainer",
+    "TimeBudgetCallback",
     "encode_entities",
     "evaluate_kg",
     "is_known",

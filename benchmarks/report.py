@@ -253,8 +253,17 @@ def readme_with_section(text: str, section: str, name: str, heading: "str | None
 
 
 # Knowledge-graph arms (`pairzoo.train_kg` run folders `<arm>__seed<S>`) and the router-free arm each is compared with.
-KG_ARMS = {"tri-hadamard": None, "tri-router": "tri-hadamard", "bi": None, "bi-router": "bi"}
+KG_ARMS = {
+    "tri-hadamard": None,
+    "tri-router": "tri-hadamard",
+    "tri-hadamard-router": "tri-hadamard",
+    "tri-router-reference": "tri-hadamard",
+    "bi": None,
+    "bi-router": "bi",
+}
 KG_METRICS = ("mrr", "hits@1", "hits@3", "hits@10")
+# `pairzoo.train_kg` flags the table's command line names (with `--bf16` and a time budget when a run used them).
+KG_COMMAND_FLAGS = ("max_steps", "batch_size", "learning_rate", "max_length", "eval_queries")
 
 
 def load_kg_runs(kg_dir: Path) -> list[dict]:
@@ -271,18 +280,35 @@ def load_kg_runs(kg_dir: Path) -> list[dict]:
     return runs
 
 
+def _kg_command(args: dict) -> str:
+    """The `pairzoo.train_kg` command line of a run's arguments (the flags the table compares runs by)."""
+    flags = [f"--{name} {args[name]}" for name in KG_COMMAND_FLAGS if args.get(name) is not None]
+    if args.get("max_train_seconds"):
+        flags.append(f"--max_train_seconds {args['max_train_seconds']:g}")
+    if args.get("bf16"):
+        flags.append("--bf16")
+    return f"python -m pairzoo.train_kg --model csr --backbone {args['backbone']} " + " ".join(flags)
+
+
 def kg_markdown(runs: list[dict]) -> str:
-    """WN18RR dev link prediction per arm: mean ± std over seeds (x100), MRR delta against the router-free arm."""
-    first = runs[0]["args"]
+    """WN18RR dev link prediction per arm: mean ± std over seeds (x100), the training steps run, MRR delta against
+    the router-free arm."""
+    first = runs[0]
     seeds = sorted({r["seed"] for r in runs})
+    devices = sorted({r.get("environment", {}).get("device", "?") for r in runs})
     lines = [
-        f"`python -m pairzoo.train_kg --model csr --backbone {first['backbone']} --max_steps {first['max_steps']} "
-        f"--batch_size {first['batch_size']} --max_length {first['max_length']} --eval_queries "
-        f"{first['eval_queries']}` per arm and seed (seeds {seeds}); dev triples in both directions, filtered ranks "
-        f"against all {runs[0]['dev']['num_entities']:,} entities.",
+        f"`{_kg_command(first['args'])}` per arm and seed (seeds {seeds}; {', '.join(devices)}); dev triples in both "
+        f"directions, filtered ranks against all {first['dev']['num_entities']:,} entities.",
+    ]
+    if first["args"].get("max_train_seconds"):
+        lines[0] += (
+            f" Training stopped after {first['args']['max_train_seconds']:g} s (`--max_train_seconds`): the steps "
+            "column gives how many each run trained, and the learning rate had not decayed to zero."
+        )
+    lines += [
         "",
-        "| arm | seeds | " + " | ".join(KG_METRICS) + " | MRR delta vs router-free | beyond seed spread |",
-        "|---|---|" + "---|" * len(KG_METRICS) + "---|---|",
+        "| arm | seeds | steps | " + " | ".join(KG_METRICS) + " | MRR delta vs router-free | beyond seed spread |",
+        "|---|---|---|" + "---|" * len(KG_METRICS) + "---|---|",
     ]
     stats = {}
     for arm in sorted({r["arm"] for r in runs}, key=lambda a: (list(KG_ARMS).index(a) if a in KG_ARMS else 99, a)):
@@ -290,13 +316,17 @@ def kg_markdown(runs: list[dict]) -> str:
         values = {m: [100 * r["dev"][m] for r in group] for m in KG_METRICS}
         stats[arm] = {m: (statistics.mean(v), statistics.stdev(v) if len(v) > 1 else 0.0) for m, v in values.items()}
         cells = [f"{mean:.2f} ± {std:.2f}" for mean, std in stats[arm].values()]
+        steps = " / ".join(str(r["train_steps"]) if "train_steps" in r else "?" for r in group)
         base = KG_ARMS.get(arm)
         delta = beyond = ""
         if base in stats:
             (mean, std), (base_mean, base_std) = stats[arm]["mrr"], stats[base]["mrr"]
             delta = f"{mean - base_mean:+.2f}"
-            beyond = "yes" if abs(mean - base_mean) > std + base_std else "no"
-        lines.append(f"| {arm} | {len(group)} | " + " | ".join(cells) + f" | {delta} | {beyond} |")
+            if min(len(group), len({r["seed"] for r in runs if r["arm"] == base})) < 2:
+                beyond = "one seed: no spread"
+            else:
+                beyond = "yes" if abs(mean - base_mean) > std + base_std else "no"
+        lines.append(f"| {arm} | {len(group)} | {steps} | " + " | ".join(cells) + f" | {delta} | {beyond} |")
     return "\n".join(lines)
 
 
@@ -358,7 +388,9 @@ def build_report(
 
 def main(argv: "list[str] | None" = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("results_dir", type=Path)
+    parser.add_argument(
+        "results_dir", type=Path, nargs="?", default=None, help="quality run folder (omit: only --kg_dir table)"
+    )
     parser.add_argument(
         "--readme", type=Path, default=None, help="markdown file (docs/results.md) whose section is regenerated"
     )
@@ -370,8 +402,15 @@ def main(argv: "list[str] | None" = None) -> None:
     parser.add_argument("--kg_dir", type=Path, default=None, help="folder of `pairzoo.train_kg` runs <arm>__seed<S>")
     parser.add_argument("--peers", type=Path, default=PEERS_PATH, help=f"peer numbers (default {PEERS_LABEL})")
     args = parser.parse_args(argv)
+    if args.results_dir is None and (args.kg_dir is None or args.readme is not None):
+        parser.error("give a results_dir, or --kg_dir alone to write only <kg_dir>/RESULTS.md")
     try:
         kg_dir = args.kg_dir.resolve() if args.kg_dir else None
+        if args.results_dir is None:
+            table = kg_markdown(load_kg_runs(kg_dir))
+            write_text_atomic(kg_dir / "RESULTS.md", table + "\n")
+            print(table)
+            return
         print(build_report(args.results_dir.resolve(), args.readme, kg_dir, args.peers, args.readme_heading))
     except (FileNotFoundError, ValueError) as err:
         raise SystemExit(f"error: {err}") from err

@@ -136,13 +136,32 @@ def test_kg_table_comes_from_the_run_folders(tmp_path):
     _write_runs(tmp_path / "res", [_fake_run("c", "base", True, "mrpc", 0, 60.0)])
     report.build_report(tmp_path / "res", kg_dir=tmp_path / "kg")
     table = (tmp_path / "kg" / "RESULTS.md").read_text()
-    assert "| bi | 2 | 11.00 ± 1.41 | 5.50 ± 0.71 | 11.00 ± 1.41 | 22.00 ± 2.83 |  |  |" in table
-    assert "| bi-router | 2 | 21.00 ± 1.41 |" in table and "| +10.00 | yes |" in table
+    assert "| bi | 2 | ? / ? | 11.00 ± 1.41 | 5.50 ± 0.71 | 11.00 ± 1.41 | 22.00 ± 2.83 |  |  |" in table
+    assert "| bi-router | 2 | ? / ? | 21.00 ± 1.41 |" in table and "| +10.00 | yes |" in table
     assert "--max_steps 5" in table and "WN18RR" in (tmp_path / "res" / "RESULTS.md").read_text()
     (tmp_path / "kg" / "bi__seedX").mkdir()
     (tmp_path / "kg" / "bi__seedX" / "metrics.json").write_text("{}")
     with pytest.raises(ValueError, match="bi__seedX"):
         report.load_kg_runs(tmp_path / "kg")
+
+
+def test_kg_table_of_time_budgeted_runs_alone(tmp_path, capsys):
+    args = {"backbone": "minilm", "max_steps": 3000, "batch_size": 256, "learning_rate": 1e-4, "max_length": 64}
+    args |= {"eval_queries": None, "max_train_seconds": 330.0, "bf16": True}
+    for arm, steps, mrr in (("tri-hadamard", 1413, 0.40), ("tri-hadamard-router", 1397, 0.38)):
+        folder = tmp_path / "kg" / f"{arm}__seed0"
+        folder.mkdir(parents=True)
+        dev = {"mrr": mrr, "hits@1": mrr, "hits@3": mrr, "hits@10": mrr, "num_entities": 9}
+        run = {"args": args, "dev": dev, "train_steps": steps, "environment": {"device": "NVIDIA H200"}}
+        (folder / "metrics.json").write_text(json.dumps(run))
+    report.main(["--kg_dir", str(tmp_path / "kg")])  # no quality results folder: only the KG table
+    table = (tmp_path / "kg" / "RESULTS.md").read_text()
+    assert table.strip() == capsys.readouterr().out.strip()
+    assert "--learning_rate 0.0001" in table and "--max_train_seconds 330 --bf16" in table
+    assert "eval_queries" not in table and "NVIDIA H200" in table and "stopped after 330 s" in table
+    assert "| tri-hadamard-router | 1 | 1397 | 38.00 ± 0.00 |" in table and "| -2.00 | one seed: no spread |" in table
+    with pytest.raises(SystemExit):
+        report.main(["--kg_dir", str(tmp_path / "kg"), "--readme", str(tmp_path / "README.md")])
 
 
 def test_quality_runs_write_complete_records_and_resume(tmp_path, monkeypatch):

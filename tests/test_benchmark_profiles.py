@@ -195,6 +195,7 @@ def test_gpu_profile_runs_issue_25_then_issue_23_after_issue_22_on_three_seeds()
 
 
 def test_adapted_arms_train_on_one_task_adapted_backbone_written_once(tmp_path, monkeypatch):
+    monkeypatch.setattr(quality, "missing_data", lambda runs: [])  # training is faked: no data read
     adaptations, backbones = [], []
 
     def fake_adapt(argv: list) -> int:
@@ -285,6 +286,7 @@ def test_list_prints_every_planned_run_with_counts_and_trains_nothing(tmp_path, 
 
 
 def test_max_runs_stops_after_that_many_trained_runs_and_resumes(tmp_path, monkeypatch):
+    monkeypatch.setattr(quality, "missing_data", lambda runs: [])  # training is faked: no data read
     trained = []
 
     def fake_run_one(argv: list, launcher: str, output_dir: Path) -> dict:
@@ -318,6 +320,7 @@ def test_max_runs_stops_after_that_many_trained_runs_and_resumes(tmp_path, monke
 
 
 def test_time_budget_starts_no_run_that_would_end_past_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(quality, "missing_data", lambda runs: [])  # training is faked: no data read
     clock = [0.0]
     monkeypatch.setattr(quality.time, "time", lambda: clock[0])
 
@@ -343,6 +346,7 @@ def _worker_plan(seed: int) -> list:
 
 
 def test_a_worker_claims_each_run_and_skips_the_runs_another_worker_has(tmp_path, monkeypatch):
+    monkeypatch.setattr(quality, "missing_data", lambda runs: [])  # training is faked: no data read
     runs_dir = tmp_path / "runs"
     trained, failing = [], []
 
@@ -390,6 +394,7 @@ def test_a_worker_claims_each_run_and_skips_the_runs_another_worker_has(tmp_path
 
 
 def test_workers_adapt_first_then_start_that_many_workers_with_the_deadline(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(quality, "missing_data", lambda runs: [])  # training is faked: no data read
     events, popens, codes = [], [], []
     runs_dir = tmp_path / "runs"
 
@@ -514,6 +519,136 @@ def test_arms_whose_overrides_the_config_does_not_take_are_listed_and_never_trai
     with pytest.raises(SystemExit, match="not_a_field"):
         quality.main(argv)
     assert not any(tmp_path.iterdir())
+
+
+SICK_HEADER = (
+    "pair_ID\tsentence_A\tsentence_B\tentailment_label\trelatedness_score\tentailment_AB\tentailment_BA\t"
+    "sentence_A_original\tsentence_B_original\tsentence_A_dataset\tsentence_B_dataset\tSemEval_set"
+)
+ESNLI_DEV = ["labels.dev", "s1.dev", "s2.dev", *(f"preproc1_expl_{k}.dev" for k in (1, 2, 3))]
+
+
+def _sick_folder(folder: Path) -> Path:
+    """A data folder holding a two-row SICK.txt (one TRAIN, one TRIAL row) and nothing else."""
+    (folder / "SICK").mkdir(parents=True)
+    rows = [
+        f"{n}\tA man plays.\tA man is playing.\tENTAILMENT\t4.5\tx\tx\ta\tb\tc\td\t{semeval_set}"
+        for n, semeval_set in ((1, "TRAIN"), (2, "TRIAL"))
+    ]
+    (folder / "SICK" / "SICK.txt").write_text("\n".join([SICK_HEADER, *rows]) + "\n")
+    return folder
+
+
+def _no_training(monkeypatch) -> None:
+    """Every step that trains, adapts, scores or starts a worker fails the test."""
+
+    def trains(*args, **kwargs):
+        raise AssertionError("nothing may train before the data check")
+
+    import pairzoo.adapt_mlm
+
+    for name in ("run_one", "expressiveness_metrics", "adapted_backbone"):
+        monkeypatch.setattr(quality, name, trains)
+    monkeypatch.setattr(quality, "environment", lambda: {"hardware": {}, "versions": {}, "git_commit": "x"})
+    monkeypatch.setattr(pairzoo.adapt_mlm, "main", trains)
+    monkeypatch.setattr(quality.subprocess, "Popen", trains)
+
+
+def test_missing_esnli_files_stop_the_neighbor_attention_plan_before_anything_starts(tmp_path, monkeypatch, capsys):
+    # the lent-GPU failure: a data folder with SICK but no e-SNLI, which every SICK-E neighbor-attention run scores
+    data = _sick_folder(tmp_path / "data")
+    monkeypatch.setenv("PAIRZOO_DATA_DIR", str(data))
+    _no_training(monkeypatch)
+    out = tmp_path / "out"
+    argv = ["--profile", "gpu", "--only", "neighbor-attention", "--datasets", "sick-e", "--seeds", "0"]
+    argv += ["--output_dir", str(out)]
+    runs = len(quality.plan_runs("gpu", (0,), [c for c in quality.COMPARISONS if c.name == "neighbor-attention"]))
+    first = "neighbor-attention__full-fine-tuning__sick-e__seed0"
+    paths = ", ".join(repr(str(data / "e-SNLI" / name)) for name in ESNLI_DEV)
+    expected = (
+        f"split 'validation' of 'snli' needs {paths}, which are missing (read for [MASK] expressiveness by {runs} "
+        f"runs, first {first})"
+    )
+    for extra in ([], ["--workers", "2"]):  # the parent refuses before any adaptation step or worker
+        with pytest.raises(SystemExit) as stop:
+            quality.main([*argv, *extra])
+        message = str(stop.value.code)
+        assert message.startswith(f"data the runs still to run read is missing: {expected}. ")
+        assert "'sick-e'" not in message.split(first, 1)[1]  # SICK itself is there
+    assert not out.exists()
+    # --list trains nothing and names the missing files as a `#` line
+    quality.main([*argv, "--list"])
+    assert f"# missing data: {expected}" in capsys.readouterr().out.splitlines()
+    # with the files there, the check passes: --list has no such line and a run trains and scores as before
+    (data / "e-SNLI").mkdir()
+    for name in ESNLI_DEV:
+        (data / "e-SNLI" / name).write_text("")
+    quality.main([*argv, "--list"])
+    assert "missing data" not in capsys.readouterr().out
+    scored = []
+    monkeypatch.setattr(quality, "run_one", lambda argv, launcher, output_dir: {"validation_accuracy": 50.0})
+    monkeypatch.setattr(quality, "expressiveness_metrics", lambda *args: scored.append(args[1]) or {})
+    quality.main([*argv, "--arms", "full fine-tuning"])
+    assert scored == ["sick-e"] and [p.stem for p in (out / "runs").iterdir()] == [first]
+
+
+def test_a_missing_validation_file_or_data_folder_stops_the_runs_that_read_it_only(tmp_path, monkeypatch, capsys):
+    data = tmp_path / "data"
+    (data / "RTE").mkdir(parents=True)
+    (data / "RTE" / "train.tsv").write_text("index\tsentence1\tsentence2\tlabel\n")
+    monkeypatch.setenv("PAIRZOO_DATA_DIR", str(data))
+    _no_training(monkeypatch)
+    out = tmp_path / "out"
+    argv = ["--profile", "cpu-medium", "--only", "neighbor-attention", "--datasets", "rte", "--seeds", "0"]
+    argv += ["--arms", "full fine-tuning", "bitfit", "--output_dir", str(out)]
+    dev = repr(str(data / "RTE" / "dev.tsv"))
+    with pytest.raises(SystemExit) as stop:
+        quality.main(argv)
+    assert stop.value.code == (
+        f"data the runs still to run read is missing: split 'validation' of 'rte' needs {dev}, which is missing "
+        "(read for evaluation and [MASK] expressiveness by 2 runs, first "
+        "neighbor-attention__full-fine-tuning__rte__seed0). Add it to the data folder, or leave those runs out "
+        "(--only, --datasets, --arms); nothing was started."
+    )
+    assert not out.exists()
+    # no data folder at all: one line naming the splits and the folder
+    monkeypatch.setenv("PAIRZOO_DATA_DIR", str(tmp_path / "nowhere"))
+    with pytest.raises(SystemExit, match=r"no data folder for 'rte' train, 'rte' validation: data folder '.*nowhere'"):
+        quality.main(argv)
+    quality.main([*argv, "--list"])
+    assert "# missing data: no data folder for 'rte' train" in capsys.readouterr().out
+    # runs already done read nothing: the same plan with both run files there passes the check
+    for run_id in ("neighbor-attention__full-fine-tuning__rte__seed0", "neighbor-attention__bitfit__rte__seed0"):
+        _write_run_file(out, run_id)
+    quality.main(argv)
+    assert "done in" in capsys.readouterr().out
+    # synthetic needs no files
+    assert quality.missing_data(quality.plan_runs("cpu-small", (0,), datasets=("synthetic",))) == []
+
+
+def test_expressiveness_reads_the_esnli_split_by_name_so_a_missing_file_is_named(tmp_path, monkeypatch):
+    import transformers
+
+    import pairzoo.training.expressiveness
+
+    class Model:
+        def to(self, device):
+            return self
+
+    monkeypatch.setenv("PAIRZOO_DATA_DIR", str(_sick_folder(tmp_path / "data")))
+    monkeypatch.setattr(transformers.AutoModelForSequenceClassification, "from_pretrained", lambda path: Model())
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", lambda path: None)
+    scored = []
+
+    def fake_evaluate(model, tokenizer, rows, keywords, k, max_length):
+        scored.append((len(rows), keywords))
+        return {"recall@20": 1.0, "precision@20": 1.0, "examples_with_keywords": len(rows)}
+
+    monkeypatch.setattr(pairzoo.training.expressiveness, "evaluate_expressiveness", fake_evaluate)
+    labels = str(tmp_path / "data" / "e-SNLI" / "labels.dev")
+    with pytest.raises(FileNotFoundError, match=f"split 'validation' of 'snli' needs '{labels}', which is missing"):
+        quality.expressiveness_metrics(tmp_path, "sick-e", {}, 10)
+    assert scored == [(1, "pair")]  # SICK-E's one TRIAL row was scored first
 
 
 @pytest.mark.parametrize(

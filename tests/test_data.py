@@ -7,6 +7,7 @@ import pytest
 from datasets import ClassLabel
 
 from pairzoo.training.data import (
+    dataset_files,
     dataset_task,
     label_range,
     list_datasets,
@@ -165,3 +166,27 @@ def test_label_ranges():
     assert label_range("stsb") == (0.0, 5.0)
     assert label_range("synthetic") == (1.0, 5.0)
     assert label_range("mrpc") is None
+
+
+def test_dataset_files_names_what_the_loader_reads(tmp_path, data_dir):
+    assert dataset_files("synthetic") == [] and dataset_files("hub:org/set", "train") == []
+    assert dataset_files("sick-e", "train") == dataset_files("sick-e", "validation") == ["SICK/SICK.txt"]
+    assert dataset_files("snli", "validation") == [
+        "e-SNLI/labels.dev",
+        *(f"e-SNLI/{stem}.dev" for stem in ("s1", "s2", "preproc1_expl_1", "preproc1_expl_2", "preproc1_expl_3")),
+    ]
+    assert dataset_files("wn18rr", "validation") == [
+        "WN18RR/entity2text.txt",
+        "WN18RR/relation2text.txt",
+        "WN18RR/dev.tsv",
+    ]
+    for name, split, named in (("csts", None, "csts_path"), ("nope", None, "nope"), ("wn18rr", "dev", "'dev'")):
+        with pytest.raises(ValueError, match=named):
+            dataset_files(name, split)
+    # the listed files are exactly what the loader needs: copied alone into an empty folder, the split loads
+    for name in ("snli", "mrpc", "wn18rr", "absa-laptops"):
+        folder = tmp_path / name
+        for rel in dataset_files(name, "validation"):
+            (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+            (folder / rel).write_bytes((data_dir / rel).read_bytes())
+        assert len(load_dataset(name, data_dir=folder, split="validation")["validation"]) > 0

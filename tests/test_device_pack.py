@@ -1,13 +1,16 @@
-"""benchmarks/device_pack.py: the folder a lent GPU call carries (float16 MiniLM, the named data sets' files, wheels,
-run.sh), on a tiny BERT and a tiny fake data folder, without the wheel download; and `$PAIRZOO_MINILM_DIR`."""
+"""benchmarks/device_pack.py: the folder a lent GPU call carries (float16 MiniLM, the named data sets' files as
+data.tar.xz, wheels, run.sh), on a tiny BERT and a tiny fake data folder, without the wheel download; and
+`$PAIRZOO_MINILM_DIR`."""
 
 import email.message
 import importlib.metadata
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -105,6 +108,32 @@ def _pack_args(sources, output) -> list[str]:
     return ["--output", str(output), "--data_dir", str(data), "--minilm_dir", str(minilm), "--no_wheels"]
 
 
+# what the `pack` fixture's data sets read of make_data_folder's files (WN18RR without its held-out test.tsv)
+ESNLI_FILES = [f"e-SNLI/{stem}.dev" for stem in ("labels", "s1", "s2", *(f"preproc1_expl_{i}" for i in (1, 2, 3)))]
+WN18RR_FILES = [f"WN18RR/{name}" for name in ("entity2text.txt", "relation2text.txt", "train.tsv", "dev.tsv")]
+PACKED_DATA_FILES = sorted(["SICK/SICK.txt", *ESNLI_FILES, *WN18RR_FILES])
+
+
+def _archive_members(pack: Path) -> "dict[str, tarfile.TarInfo]":
+    with tarfile.open(pack / "data.tar.xz") as archive:
+        return {member.name: member for member in archive.getmembers()}
+
+
+def _files_under(folder: Path) -> list[str]:
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+
+
+def _copy_of(pack: Path, where: Path) -> Path:
+    """A copy of the (module-wide) pack, for tests that run run.sh, which extracts the data beside itself."""
+    return Path(shutil.copytree(pack, where / ".devpack", symlinks=True))
+
+
+def _clean_env() -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PAIRZOO_", "HF_"))}
+    env.update(PYTHON=sys.executable, OMP_NUM_THREADS="1")
+    return env
+
+
 # --------------------------------------------------------------------------------------------- $PAIRZOO_MINILM_DIR
 
 
@@ -126,25 +155,51 @@ def test_minilm_dir_variable_points_minilm_at_another_folder(monkeypatch, tmp_pa
 # --------------------------------------------------------------------------------------------- the pack
 
 
-def test_pack_holds_only_the_named_data_sets_files_and_they_load(pack):
-    files = sorted(p.relative_to(pack / "data").as_posix() for p in (pack / "data").rglob("*") if p.is_file())
-    esnli = [f"e-SNLI/{stem}.dev" for stem in ("labels", "preproc1_expl_1", "preproc1_expl_2", "preproc1_expl_3")]
-    wn18rr = [f"WN18RR/{name}" for name in ("dev.tsv", "entity2text.txt", "relation2text.txt", "train.tsv")]
-    assert files == sorted(["SICK/SICK.txt", *esnli, "e-SNLI/s1.dev", "e-SNLI/s2.dev", *wn18rr])
-    data = pack / "data"
-    sick = load_dataset("sick-e", data_dir=data)
-    assert {name: len(split) for name, split in sick.items()} == {"train": 2, "validation": 1, "test": 1}
-    snli = load_dataset("snli", data_dir=data)
-    assert snli["validation"]["explanation_3"] == ["preproc1_expl_3 one .", "preproc1_expl_3 two ."]
-    assert len(load_dataset("wn18rr", data_dir=data)["train"]) == 2
-    assert len(load_kg_entities(data)) == 3
+def test_pack_holds_the_named_data_sets_files_as_one_xz_archive(pack, sources):
+    data, _ = sources
+    assert _listing(pack) == ["data.tar.xz", "minilm", "pack.json", "run.sh", "wheels"]  # no data/ folder
+    members = _archive_members(pack)
+    files = sorted(name.removeprefix("data/") for name, member in members.items() if member.isfile())
+    assert files == PACKED_DATA_FILES  # only what the named data sets read: no LICENSE, no MRPC, no test.tsv
+    assert all(member.isfile() or member.isdir() for member in members.values())
+    assert all(name == "data" or name.startswith("data/") for name in members)
+    assert {(m.uid, m.gid, m.uname, m.gname) for m in members.values()} == {(0, 0, "", "")}
+    with tarfile.open(pack / "data.tar.xz") as archive:
+        assert archive.extractfile("data/SICK/SICK.txt").read() == (data / "SICK" / "SICK.txt").read_bytes()
 
-    minilm = sorted(p.relative_to(pack / "minilm").as_posix() for p in (pack / "minilm").rglob("*") if p.is_file())
+    minilm = _files_under(pack / "minilm")
     assert "model.safetensors" in minilm and "1_Pooling/config.json" in minilm and "tokenizer.json" in minilm
     assert ".gitattributes" not in minilm
     assert list((pack / "wheels").iterdir()) == []  # --no_wheels
     summary = json.loads((pack / "pack.json").read_text())
     assert summary["datasets"] == ["sick-e", "snli", "wn18rr"] and summary["wheels"] == {}
+    assert sorted(summary["data_files"]) == PACKED_DATA_FILES
+    # sizes as they travel (the data compressed), and the data's uncompressed size beside them
+    assert set(summary["sizes"]) == {"minilm", "data.tar.xz", "wheels", "run.sh"}
+    assert summary["sizes"]["data.tar.xz"] == (pack / "data.tar.xz").stat().st_size
+    assert summary["data_bytes_uncompressed"] == sum(m.size for m in members.values() if m.isfile())
+    assert summary["data_bytes_uncompressed"] == sum((data / rel).stat().st_size for rel in PACKED_DATA_FILES)
+
+
+def test_sizes_are_printed_with_the_data_compressed_and_uncompressed(sources, tmp_path):
+    lines = []
+    sizes = device_pack.build_pack(
+        tmp_path / "pack",
+        ["sick-e", "wn18rr"],
+        data_dir=sources[0],
+        minilm_dir=sources[1],
+        wheels=False,
+        log=lines.append,
+    )
+    archive = (tmp_path / "pack" / "data.tar.xz").stat().st_size
+    assert sizes["data.tar.xz"] == archive and "data" not in sizes
+    assert sizes["pack"] == sum(sizes[part] for part in ("minilm", "data.tar.xz", "wheels", "run.sh", "pack.json"))
+    assert sizes["total"] == sizes["pack"] + sizes["working_tree"]
+    uncompressed = sum((sources[0] / rel).stat().st_size for rel in ["SICK/SICK.txt", *WN18RR_FILES])
+    assert sizes["data_uncompressed"] == uncompressed
+    (line,) = [line for line in lines if line.startswith("data.tar.xz ")]
+    assert f"({archive:,} bytes; data/ uncompressed " in line and f"{uncompressed:,} bytes)" in line
+    assert any(line.startswith("wn18rr: not in the data folder") and "WN18RR/test.tsv" in line for line in lines)
 
 
 def test_float16_round_trip_loads_float32_close_to_the_original(pack, sources, monkeypatch):
@@ -185,9 +240,10 @@ def test_float16_conversion_refuses_values_it_cannot_hold(tmp_path):
         device_pack.convert_to_float16(tmp_path / "in.safetensors", tmp_path / "out.safetensors")
 
 
-def test_run_sh_exports_the_pack_and_runs_the_command(pack):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PAIRZOO_", "HF_"))}
-    env.update(PYTHON=sys.executable, OMP_NUM_THREADS="1")
+def test_run_sh_extracts_the_data_exports_the_pack_and_runs_the_command(pack, sources, tmp_path):
+    pack = _copy_of(pack, tmp_path)
+    env = _clean_env()
+    assert not (pack / "data").exists()
     names = ("PAIRZOO_DATA_DIR", "PAIRZOO_MINILM_DIR", "HF_HOME", "HF_HUB_OFFLINE")
     show = f"import os; print('|'.join(os.environ[k] for k in {names!r}))"
     proc = subprocess.run(
@@ -195,9 +251,28 @@ def test_run_sh_exports_the_pack_and_runs_the_command(pack):
     )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[0].startswith("devpack: torch ") and "datasets " in lines[0]
+    assert lines[0].startswith("devpack: torch ") and "transformers " in lines[0] and "datasets " in lines[0]
     assert lines[1] == f"devpack: minilm {pack / 'minilm'}, data {pack / 'data'}"
     assert lines[2] == f"{pack / 'data'}|{pack / 'minilm'}|{REPO / '.hf_home'}|1"
+
+    # the archive came out as data/ beside it, the named data sets' files as they are in the data folder, and loads
+    data = pack / "data"
+    assert _files_under(data) == PACKED_DATA_FILES
+    assert all((data / rel).read_bytes() == (sources[0] / rel).read_bytes() for rel in PACKED_DATA_FILES)
+    assert sorted(p.name for p in pack.iterdir()) == ["data", "data.tar.xz", "minilm", "pack.json", "run.sh", "wheels"]
+    sick = load_dataset("sick-e", data_dir=data)
+    assert {name: len(split) for name, split in sick.items()} == {"train": 2, "validation": 1, "test": 1}
+    snli = load_dataset("snli", data_dir=data)
+    assert snli["validation"]["explanation_3"] == ["preproc1_expl_3 one .", "preproc1_expl_3 two ."]
+    assert len(load_dataset("wn18rr", data_dir=data)["train"]) == 2
+    assert len(load_kg_entities(data)) == 3
+
+    # an existing data/ is used as it is, not extracted again
+    (data / "SICK" / "SICK.txt").write_text("edited\n")
+    again = subprocess.run(["bash", str(pack / "run.sh"), "true"], cwd=REPO, env=env, capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr
+    assert (data / "SICK" / "SICK.txt").read_text() == "edited\n"
+
     usage = subprocess.run(["bash", str(pack / "run.sh")], cwd=REPO, env=env, capture_output=True, text=True)
     assert usage.returncode == 2 and "usage" in usage.stderr
     # sourced: the environment stays in the calling shell (the WN18RR loop's form); a failed check returns non-zero
@@ -214,6 +289,31 @@ def test_run_sh_exports_the_pack_and_runs_the_command(pack):
         text=True,
     )
     assert sourced.returncode == 0 and sourced.stdout.splitlines()[-1] == str(pack / "minilm")
+
+
+def test_sourced_run_sh_extracts_the_data_before_the_environment_check(pack, tmp_path):
+    pack = _copy_of(pack, tmp_path)
+    script = f"source {pack / 'run.sh'} && echo $PAIRZOO_DATA_DIR"
+    sourced = subprocess.run(["bash", "-c", script], cwd=REPO, env=_clean_env(), capture_output=True, text=True)
+    assert sourced.returncode == 0, sourced.stderr
+    assert sourced.stdout.splitlines()[-1] == str(pack / "data")
+    assert _files_under(pack / "data") == PACKED_DATA_FILES
+
+
+def test_run_sh_refuses_to_run_when_the_archive_does_not_extract(pack, tmp_path):
+    pack = _copy_of(pack, tmp_path)
+    (pack / "data.tar.xz").write_bytes(b"not an xz archive")
+    marker = tmp_path / "ran"
+    proc = subprocess.run(
+        ["bash", str(pack / "run.sh"), "touch", str(marker)],
+        cwd=REPO,
+        env=_clean_env(),
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 1 and "could not extract" in proc.stderr and "nothing was run" in proc.stderr
+    assert not marker.exists()
+    assert sorted(p.name for p in pack.iterdir()) == ["data.tar.xz", "minilm", "pack.json", "run.sh", "wheels"]
 
 
 # --------------------------------------------------------------------------------------------- refusals
@@ -254,7 +354,8 @@ def test_overwrite_replaces_the_pack_and_leaves_no_temporary_folder(sources, tmp
     device_pack.main(["--datasets", "snli", *_pack_args(sources, output)])
     device_pack.main(["--datasets", "synthetic", "--overwrite", *_pack_args(sources, output)])
     assert _listing(tmp_path) == ["pack"]
-    assert list((output / "data").iterdir()) == []  # synthetic reads no file
+    assert list(_archive_members(output)) == ["data"]  # synthetic reads no file: the archive holds an empty data/
+    assert json.loads((output / "pack.json").read_text())["datasets"] == ["synthetic"]
     assert "total" in capsys.readouterr().out
 
 

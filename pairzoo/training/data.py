@@ -224,12 +224,17 @@ def _sick_reader(target: str) -> Callable:
     return read
 
 
+# The files the e-SNLI reader reads beside each `labels.<split>` (stems; the suffix is the split's).
+ESNLI_COMPANIONS = ("s1", "s2", "preproc1_expl_1", "preproc1_expl_2", "preproc1_expl_3")
+# WN18RR: the split files, and the entity and relation texts every split (and `load_kg_entities`) reads.
+WN18RR_SPLIT_FILES = {"train": "train.tsv", "validation": "dev.tsv", "test": "test.tsv"}
+WN18RR_TEXT_FILES = ("entity2text.txt", "relation2text.txt")
+
+
 def _snli_reader(path: Path) -> list[dict]:
     folder, suffix = path.parent, path.name.split(".", 1)[1]
-    s1 = _read_lines(folder / f"s1.{suffix}")
-    s2 = _read_lines(folder / f"s2.{suffix}")
+    s1, s2, *explanations = (_read_lines(folder / f"{stem}.{suffix}") for stem in ESNLI_COMPANIONS)
     labels = _read_lines(path)
-    explanations = [_read_lines(folder / f"preproc1_expl_{k}.{suffix}") for k in (1, 2, 3)]
     sizes = {len(s1), len(s2), len(labels), *(len(e) for e in explanations)}
     if len(sizes) != 1:
         raise ValueError(f"e-SNLI files in {str(folder)!r} ({suffix}) are not line-aligned: line counts {sizes}.")
@@ -497,9 +502,8 @@ def load_kg_entities(data_dir: "str | os.PathLike | None" = None) -> Dataset:
 
 def _load_wn18rr(data_dir: Path, split: "str | None") -> DatasetDict:
     folder = data_dir / "WN18RR"
-    entities = dict(_read_tsv(folder / "entity2text.txt", header=False, min_fields=2)[1])
-    relations = dict(_read_tsv(folder / "relation2text.txt", header=False, min_fields=2)[1])
-    files = {"train": "train.tsv", "validation": "dev.tsv", "test": "test.tsv"}
+    entities, relations = (dict(_read_tsv(folder / f, header=False, min_fields=2)[1]) for f in WN18RR_TEXT_FILES)
+    files = WN18RR_SPLIT_FILES
     if split is not None and split not in files:
         raise ValueError(f"dataset 'wn18rr' has no split {split!r}; it has {sorted(files)}.")
     out = DatasetDict()
@@ -626,6 +630,40 @@ def _load_hub(hub_id: str, split: "str | None") -> DatasetDict:
                 f"Hub dataset {hub_id!r} split {name!r} has columns {sorted(columns)}, no pairzoo schema."
             )
     return loaded
+
+
+def dataset_files(name: str, split: "str | None" = None) -> list[str]:
+    """Paths, relative to the data folder, that `load_dataset(name, split=split)` reads (every split's when `split`
+    is None; for `wn18rr` also what `load_kg_entities` reads): none for `synthetic` and `hub:<id>`; a derived
+    train/validation split gives the file it is cut from. `csts` (read from its own path), an unknown name or a
+    split the data set does not have is a ValueError."""
+    if name == "synthetic" or name.startswith("hub:"):
+        return []
+    if name == "csts":
+        raise ValueError("dataset 'csts' is read from `csts_path` (the official C-STS CSVs), not the data folder.")
+    dataset_task(name)  # unknown names raise here, listing the known ones
+    if name == "wn18rr":
+        if split is not None and split not in WN18RR_SPLIT_FILES:
+            raise ValueError(f"dataset 'wn18rr' has no split {split!r}; it has {sorted(WN18RR_SPLIT_FILES)}.")
+        splits = [split] if split else list(WN18RR_SPLIT_FILES)
+        return [f"WN18RR/{f}" for f in (*WN18RR_TEXT_FILES, *(WN18RR_SPLIT_FILES[s] for s in splits))]
+    spec = DATASETS[name]
+    if split is None:
+        sources = list(spec.files)
+    elif spec.derived_train and split in ("train", "validation"):  # both cut from one file (`_load_shared`)
+        sources = ["train" if "train" in spec.files else "validation"]
+    elif split in spec.files:
+        sources = [split]
+    else:
+        raise ValueError(f"dataset {name!r} has no split {split!r}; it has {sorted(spec.files)}.")
+    files: list[str] = []
+    for source in sources:
+        where = spec.files[source]
+        rel = where[0] if isinstance(where, tuple) else where
+        folder, file = rel.rsplit("/", 1)
+        stems = [f"{folder}/{stem}.{file.split('.', 1)[1]}" for stem in ESNLI_COMPANIONS] if name == "snli" else []
+        files += [f for f in (rel, *stems) if f not in files]
+    return files
 
 
 def load_dataset(

@@ -404,7 +404,7 @@ def training_mode_without_dropout(model):
 
 
 @pytest.mark.parametrize("settings", INTEGRATION_OPTIONS)
-def test_combined_attention_stats_equal_a_recomputation(settings):
+def test_training_stats_equal_a_recomputation(settings):
     """gate_mean, mv_ratio (and mix_mean) of each combined layer equal float64 recomputations from the layer's own
     parameters, averaged over the forwards since the last read; nothing is recorded in eval mode or when off."""
     set_seed(0)
@@ -440,18 +440,18 @@ def test_combined_attention_stats_equal_a_recomputation(settings):
                 key = f"comateformer/layer{layer}/{name}"
                 expected[key] = expected.get(key, 0.0) + value.item() / len(batches)
     assert all(torch.isfinite(torch.tensor(v)) for v in expected.values())
-    got = model.combined_attention_stats()
+    got = model.training_stats()
     assert got.keys() == expected.keys()
     for key, value in expected.items():
         assert got[key] == pytest.approx(value, rel=1e-5, abs=1e-7), key
-    assert model.combined_attention_stats() == {}, "reading resets the sums"
+    assert model.training_stats() == {}, "reading resets the sums"
     with torch.no_grad():
         model.eval()(**batches[0])
-    assert model.combined_attention_stats() == {}
+    assert model.training_stats() == {}
     model.config.log_combined_stats = False
     with torch.no_grad():
         model.train()(**batches[0])
-    assert model.combined_attention_stats() == {}
+    assert model.training_stats() == {}
 
 
 def test_callback_adds_the_stats_to_the_trainer_logs(tmp_path):
@@ -459,7 +459,7 @@ def test_callback_adds_the_stats_to_the_trainer_logs(tmp_path):
     gate mean and ratio; evaluation logs do not."""
     from transformers import Trainer, TrainingArguments
 
-    from pairzoo.modeling.modeling_comateformer import CombinedAttentionStatsCallback
+    from pairzoo.training.cli import TrainingStatsCallback
 
     set_seed(0)
     model = create_model("comateformer", backbone="tiny-bert", **TINY, integration="mix", key_normalization="l1")
@@ -477,21 +477,25 @@ def test_callback_adds_the_stats_to_the_trainer_logs(tmp_path):
         remove_unused_columns=False,
         disable_tqdm=True,
     )
+    callback = TrainingStatsCallback()
     trainer = Trainer(
         model=model,
         args=args,
         train_dataset=rows,
         eval_dataset=rows,
         data_collator=make_collator(model, tokenizer, 64, (0.0, 5.0)),
-        callbacks=[CombinedAttentionStatsCallback()],
+        callbacks=[callback],
     )
     trainer.train()
-    trainer.evaluate()
+    metrics = trainer.evaluate()
     names = {f"comateformer/layer{i}/{n}" for i in (0, 1) for n in ("gate_mean", "mv_ratio", "mix_mean")}
     training_logs = [entry for entry in trainer.state.log_history if "loss" in entry]
     assert len(training_logs) == 3 and all(names <= entry.keys() for entry in training_logs)
     assert training_logs[-1]["comateformer/layer0/mix_mean"] != 0, "g moved during training"
+    # the last step's log read the sums, so the end-of-training log has none; `latest` keeps the last ones logged
+    assert callback.latest == {name: training_logs[-1][name] for name in names}
     assert not any(k.startswith("comateformer/") for k in trainer.state.log_history[-1]), "evaluation log"
+    assert not any(k.startswith("comateformer/") for k in metrics)
 
 
 @pytest.mark.parametrize("backbone", ["tiny-bert", "tiny-roberta"])

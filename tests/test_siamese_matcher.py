@@ -651,6 +651,52 @@ def test_gated_residual_recomputed_from_the_gates_and_zero_at_initialisation(fea
     assert FeatureAttentionPair(SiameseMatcherConfig(vocab_size=50, embedding_size=8, **TINY)).gate is None
 
 
+@pytest.mark.parametrize(
+    "matcher, feature_attention, places",
+    [
+        ("esim", "sfa", ["feature_attention"]),
+        ("drcn", "sfa", ["feature_attention/2", "feature_attention/4"]),
+        ("re2", "fa", ["blocks/0/feature_attention", "blocks/1/feature_attention"]),
+    ],
+)
+def test_training_stats_are_the_gates_of_every_gated_pair(matcher, feature_attention, places):
+    """`training_stats()` returns each gated pair's current g_1, g_2 as Python floats, keyed by the pair's place in
+    the host (DRCN: its layer, RE2: its block)."""
+    config = SiameseMatcherConfig(
+        feature_attention=feature_attention,
+        feature_attention_residual="gated",
+        vocab_size=50,
+        embedding_size=8,
+        **TINY_HOSTS[matcher],
+    )
+    model = SiameseMatcherForSequenceClassification(config)
+    keys = [f"siamese/{place}/gate_{branch}" for place in places for branch in (0, 1)]
+    assert model.training_stats() == dict.fromkeys(keys, 0.0)
+    pairs = [m for m in model.matcher.modules() if isinstance(m, FeatureAttentionPair)]
+    values = []
+    with torch.no_grad():
+        for index, pair in enumerate(pairs):
+            pair.gate.copy_(torch.tensor([0.5, -0.25]) * (index + 1))
+            values += [0.5 * (index + 1), -0.25 * (index + 1)]
+    stats = model.training_stats()
+    assert stats == dict(zip(keys, values)) and all(type(value) is float for value in stats.values())
+
+
+@pytest.mark.parametrize(
+    "feature_attention, residual", [("none", "gated"), ("fa", False), ("fa", True), ("sfa", False), ("sfa", True)]
+)
+def test_training_stats_are_empty_without_gates(feature_attention, residual):
+    """No gated pair (no blocks, or blocks without a gate): nothing to report."""
+    config = SiameseMatcherConfig(
+        feature_attention=feature_attention,
+        feature_attention_residual=residual,
+        vocab_size=50,
+        embedding_size=8,
+        **TINY_HOSTS["drcn"],
+    )
+    assert SiameseMatcherForSequenceClassification(config).training_stats() == {}
+
+
 def _cos(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return (a @ b) / (a.norm() * b.norm())
 

@@ -1,4 +1,4 @@
-"""`python -m pairzoo.train`: end to end on a tiny model, classification data, and bad arguments."""
+"""`python -m pairzoo.train`: end to end on a tiny model, classification data, bad arguments, training stats."""
 
 import json
 import os
@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from pairzoo.training.cli import main
 
@@ -127,3 +128,84 @@ def test_evaluation_runs_longest_rows_first_and_scores_each_row_against_its_own_
         scores = torch.cat([model(**collator(rows[i : i + 4])).scores for i in range(0, 12, 4)])
     expected = regression_metrics(scores.numpy(), [r["label"] for r in rows])
     assert metrics["eval_spearman"] == pytest.approx(expected["spearman"], abs=1e-4)
+
+
+def test_run_reports_the_trained_gates_in_its_logs_and_metrics(tmp_path, data_dir, monkeypatch):
+    """A gated DRCN + SFA run short of a logging step: the Trainer's end-of-training log carries the model's
+    `training_stats()`, the evaluation log does not, and the run's metrics (metrics.json too) hold the trained gates as
+    `train_stats/...` beside the dev metrics."""
+    from pairzoo.training import cli
+
+    trainers = []
+
+    class RecordingTrainer(cli.GuardedTrainer):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            trainers.append(self)
+
+    monkeypatch.setattr(cli, "GuardedTrainer", RecordingTrainer)
+    overrides = {
+        "matcher": "drcn",
+        "hidden_size": 32,
+        "max_sequence_length": 32,
+        "drcn_layers": 5,
+        "sfa_reductions": [2, 2],
+        "feature_attention": "sfa",
+        "feature_attention_residual": "gated",
+    }
+    result = main(
+        ["--model", "siamese-matcher", "--dataset", "sick-e", "--data_dir", str(data_dir), "--max_train_samples", "16",
+         "--max_eval_samples", "8", "--max_length", "32", "--config_overrides", json.dumps(overrides),
+         "--learning_rate", "1e-2", "--output_dir", str(tmp_path / "run"), "--export", "false", *TINY]
+    )  # fmt: skip
+    (trainer,) = trainers
+    gates = trainer.model.training_stats()
+    assert set(gates) == {f"siamese/feature_attention/{layer}/gate_{i}" for layer in (2, 4) for i in (0, 1)}
+    assert all(value != 0 for value in gates.values()), "the gates moved off zero"
+    expected = {f"train_stats/{name}": value for name, value in gates.items()}
+    assert expected.items() <= result["metrics"].items() and "validation_accuracy" in result["metrics"]
+    assert not any(name.startswith("siamese/") for name in result["metrics"])
+    saved = json.loads((tmp_path / "run" / "metrics.json").read_text())["metrics"]
+    assert expected.items() <= saved.items()
+    end_of_training, evaluation = trainer.state.log_history
+    assert "train_runtime" in end_of_training and gates.items() <= end_of_training.items()
+    assert "validation_accuracy" in evaluation and not any(name.startswith("siamese/") for name in evaluation)
+
+
+class _Reporting(torch.nn.Module):
+    def __init__(self, stats: dict) -> None:
+        super().__init__()
+        self.stats = stats
+
+    def training_stats(self) -> dict:
+        return dict(self.stats)
+
+
+def test_stats_callback_adds_stats_to_training_logs_only():
+    """Nothing for a model without `training_stats` or with none to report, nor for an evaluation's log; otherwise
+    the stats join the log and its `log_history` entry, and `latest` keeps the last ones."""
+    from transformers import TrainerControl
+    from transformers.trainer_callback import TrainerState
+
+    from pairzoo.training.cli import TrainingStatsCallback
+
+    callback, state, control = TrainingStatsCallback(), TrainerState(), TrainerControl()
+
+    def log(model, logs: dict) -> dict:
+        state.log_history.append({**logs, "step": len(state.log_history)})
+        callback.on_log(None, state, control, logs=logs, model=model)
+        return logs
+
+    for model in (torch.nn.Linear(2, 1), _Reporting({})):
+        assert log(model, {"loss": 1.0}) == {"loss": 1.0} and state.log_history[-1] == {"loss": 1.0, "step": 0}
+        state.log_history.clear()
+    assert callback.latest == {}
+    model = _Reporting({"family/gate": 0.5})
+    assert log(model, {"loss": 1.0}) == {"loss": 1.0, "family/gate": 0.5}
+    assert state.log_history[-1] == {"loss": 1.0, "step": 0, "family/gate": 0.5}
+    callback.on_prediction_step(None, state, control)
+    model.stats = {"family/gate": 0.75}
+    assert log(model, {"eval_loss": 2.0}) == {"eval_loss": 2.0} and "family/gate" not in state.log_history[-1]
+    callback.on_evaluate(None, state, control)
+    assert callback.latest == {"family/gate": 0.5}
+    assert log(model, {"loss": 0.5})["family/gate"] == 0.75 and callback.latest == {"family/gate": 0.75}

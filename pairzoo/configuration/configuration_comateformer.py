@@ -160,8 +160,8 @@ class ComateformerConfig(LabelledConfig):
             random numbers of the plain backbone (the softmax path's dropout on every head is its only one).
         log_combined_stats (`bool`, *optional*, defaults to `True`):
             In training mode, each combined layer records the mean gate and the ratio ||C|| / ||S|| (and the mean mix
-            gate with `integration="mix"`); `combined_attention_stats()` returns them and
-            `CombinedAttentionStatsCallback` adds them to the Trainer's logs. Detached statistics; with
+            gate with `integration="mix"`); `training_stats()` returns them and `pairzoo.train` adds them to the
+            Trainer's logs (`TrainingStatsCallback`) and its run's metrics. Detached statistics; with
             `integration="paper"` it costs one softmax attention without gradient over the combined heads.
         pooling (`str`, *optional*, defaults to `"cls"`):
             Feature the head reads: the first token (`"cls"`) or the mean over non-padding tokens (`"mean"`).

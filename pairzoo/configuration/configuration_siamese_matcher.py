@@ -131,6 +131,8 @@ class SiameseMatcherConfig(LabelledConfig):
             in. On SICK-E (cpu-full runs: full split, 3 epochs, lr 1e-3, dev accuracy) DRCN reaches 82.09 ± 0.84
             (seeds 0-2), DRCN + SFA as printed 61.95 ± 0.84, with the plain skip connection 78.79 (seed 0; training
             loss 0.71 against DRCN's 0.61 at 1.8 epochs) and gated 81.68 ± 1.81: within the seed spread of DRCN.
+            The model's `training_stats()` returns the gates; `pairzoo.train` logs them and adds the trained values
+            to the run's metrics (`train_stats/siamese/feature_attention/...`).
         max_sequence_length (`int`, *optional*, defaults to 128):
             L, the longest sentence (in tokens) the model is designed for; used only by the eq. 9 bottleneck check
             (the training CLI's default `--max_length` is 128). Not named `max_length`, which transformers reserves

@@ -11,8 +11,8 @@ first token (or the token mean) through Linear(d, d) + tanh, started from the ch
 one (as `BertForSequenceClassification` fine-tuning starts), then a new output projection; regression is trained on
 labels scaled to [0, 1] with the cross-encoder's loss (`similarity_loss_and_scores`).
 
-In training mode every combined layer records the mean gate and ||C|| / ||S|| (`combined_attention_stats`);
-`CombinedAttentionStatsCallback` adds them to the Trainer's logs, so a collapse of the combined heads is seen.
+In training mode every combined layer records the mean gate and ||C|| / ||S|| (`training_stats`); `pairzoo.train`
+adds them to the Trainer's logs (`TrainingStatsCallback`), so a collapse of the combined heads is seen.
 """
 
 from dataclasses import dataclass
@@ -20,7 +20,6 @@ from typing import NamedTuple
 
 import torch
 from torch import nn
-from transformers import TrainerCallback
 from transformers import initialization as init
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.bert.modeling_bert import BertSelfAttention
@@ -382,7 +381,7 @@ class ComateformerPreTrainedModel(PairzooPreTrainedModel):
         if isinstance(module, ComateformerSelfAttentionMixin) and hasattr(module, "combined_mix"):
             init.zeros_(module.combined_mix)
 
-    def combined_attention_stats(self) -> dict[str, float]:
+    def training_stats(self) -> dict[str, float]:
         """`{"comateformer/layer{i}/gate_mean": ..., ".../mv_ratio": ..., ".../mix_mean": ...}` of every combined
         layer, averaged over the training forwards since the last call (see `ComateformerSelfAttentionMixin`); empty
         when none was recorded (eval mode, `log_combined_stats=False`, no combined head)."""
@@ -557,23 +556,8 @@ class ComateformerForSequenceClassification(ComateformerPreTrainedModel):
         )
 
 
-class CombinedAttentionStatsCallback(TrainerCallback):
-    """Adds the model's `combined_attention_stats()` (mean gate, ||C|| / ||S||, mix gate per combined layer, averaged
-    over the training steps since the previous log) to each Trainer log and its `log_history` entry. Does nothing
-    for a model without the method or with nothing recorded. Statistics are this process's, not all-reduced."""
-
-    def on_log(self, args, state, control, logs=None, model=None, **kwargs) -> None:
-        stats_of = getattr(model, "combined_attention_stats", None)
-        stats = stats_of() if stats_of is not None and logs is not None else {}
-        if stats:
-            logs.update(stats)
-            if state.log_history:  # the Trainer appends its copy of `logs` before calling on_log
-                state.log_history[-1].update(stats)
-
-
 __all__ = [
     "CombinedAttentionMaps",
-    "CombinedAttentionStatsCallback",
     "ComateformerForSequenceClassification",
     "ComateformerModel",
     "ComateformerModelOutput",

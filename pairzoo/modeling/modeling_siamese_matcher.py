@@ -842,6 +842,19 @@ class SiameseMatcherForSequenceClassification(PairzooPreTrainedModel):
         else:
             super()._init_weights(module)
 
+    def training_stats(self) -> dict[str, float]:
+        """The current gates of every gated feature-attention pair (`feature_attention_residual="gated"`), keyed by
+        where the pair sits in the host: `siamese/feature_attention/gate_0` and `gate_1` (branches 1 and 2), DRCN's
+        `siamese/feature_attention/<layer>/gate_i`, RE2's `siamese/blocks/<k>/feature_attention/gate_i`; empty when
+        no pair is gated. `pairzoo.train` logs them, so a run shows whether the gates left zero."""
+        stats = {}
+        for name, module in self.matcher.named_modules():
+            if isinstance(module, FeatureAttentionPair) and module.gate is not None:
+                prefix = "siamese/" + name.replace(".", "/")
+                for branch, value in enumerate(module.gate.detach().tolist()):
+                    stats[f"{prefix}/gate_{branch}"] = value
+        return stats
+
     def get_input_embeddings(self) -> nn.Embedding:
         return self.embeddings
 

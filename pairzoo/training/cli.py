@@ -3,7 +3,9 @@
 `accelerate launch -m pairzoo.train ...` (or `torchrun`) runs the same command on several processes, GPUs or nodes
 (docs/scaling.md); on machines without an accelerator the processes train data-parallel over gloo. At the end the
 validation metrics are printed as JSON, written to `<output_dir>/metrics.json`, and the trained model is written as a
-Hub-ready export folder (`<output_dir>/export`), both atomically (temporary name, then rename).
+Hub-ready export folder (`<output_dir>/export`), both atomically (temporary name, then rename). What a model reports
+about its own state (`training_stats()`, see `TrainingStatsCallback`) goes into every training log and, as it was at
+the last one, into the metrics as `train_stats/<name>`.
 
 Every flag, the model/data set pairing, the data and the checkpoint to resume from are checked before anything is
 written: a run that would not train (0 epochs or steps, no training rows), an invalid number, a model that cannot
@@ -37,7 +39,6 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from ..backbones import load_tokenizer
 from ..fileio import write_text_atomic
-from ..modeling.modeling_comateformer import CombinedAttentionStatsCallback
 from ..registry import create_model, get_model_spec, list_models
 from .collators import make_collator
 from .data import KG_DATASETS, dataset_task, has_training_split, label_range, list_datasets, load_dataset
@@ -265,6 +266,41 @@ class _FiniteWeightsBeforeSave(TrainerCallback):
                     )
 
     on_epoch_end = on_step_end  # `--save_strategy epoch` decides to save here
+
+
+class TrainingStatsCallback(TrainerCallback):
+    """Adds what the model reports about its own state to each training log, its `log_history` entry included.
+
+    The protocol: a model may define `training_stats() -> dict[str, float]`, detached Python floats named
+    `<family>/<part>/<statistic>` (Comateformer: each combined layer's mean gate, ||C|| / ||S|| and mix gate, averaged
+    over the training forwards since the previous call; the Siamese matcher: the current gates of its gated
+    feature-attention pairs). It is called at each training log, the Trainer's last one at the end of `train`
+    included, never at an evaluation's log (whose dict is the metrics `evaluate` returns). Nothing is added for a
+    model without the method or when it returns nothing. `latest` keeps the last stats added, which `run` reports as
+    `train_stats/<name>` metrics. Statistics are this process's, not all-reduced."""
+
+    def __init__(self) -> None:
+        self.latest: dict[str, float] = {}
+        self._evaluating = False
+
+    def on_prediction_step(self, args, state, control, **kwargs) -> None:
+        self._evaluating = True  # the evaluation's log comes before `on_evaluate` (or `on_predict`)
+
+    def on_evaluate(self, args, state, control, **kwargs) -> None:
+        self._evaluating = False
+
+    on_predict = on_evaluate
+
+    def on_log(self, args, state, control, logs=None, model=None, **kwargs) -> None:
+        stats_of = getattr(model, "training_stats", None)
+        if stats_of is None or logs is None or self._evaluating:
+            return
+        stats = stats_of()
+        if stats:
+            logs.update(stats)
+            if state.log_history:  # the Trainer appends its copy of `logs` before calling on_log
+                state.log_history[-1].update(stats)
+            self.latest = dict(stats)
 
 
 class GuardedTrainer(Trainer):
@@ -537,6 +573,7 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Tra
     collator = make_collator(model, tokenizer, data_args.max_length, label_bounds)
     training_args.remove_unused_columns = False
     training_args.label_names = ["labels"]
+    stats_callback = TrainingStatsCallback()
     with undone_on_failure(Path(training_args.output_dir), training_args.should_save):
         trainer = GuardedTrainer(
             model=model,
@@ -546,7 +583,7 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Tra
             data_collator=collator,
             processing_class=tokenizer,
             compute_metrics=compute_metrics_fn(num_labels, label_names),
-            callbacks=[_FiniteWeightsBeforeSave(), CombinedAttentionStatsCallback()],
+            callbacks=[_FiniteWeightsBeforeSave(), stats_callback],
         )
         train_output = trainer.train(resume_from_checkpoint=resume)
         metrics = trainer.evaluate(metric_key_prefix="validation")
@@ -572,7 +609,9 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Tra
             * training_args.world_size
             * training_args.gradient_accumulation_steps,
             "train_steps": trainer.state.global_step,
-            "metrics": metrics,
+            # The model's own state at the last training log (`TrainingStatsCallback`) beside the dev metrics; not
+            # in the export's eval results, which are measurements on the data set.
+            "metrics": metrics | {f"train_stats/{name}": value for name, value in stats_callback.latest.items()},
         }
         if label_names is not None and len(label_names) == 2:
             result["f1_positive_class"] = label_names[positive_class(label_names)]
@@ -688,6 +727,7 @@ __all__ = [
     "GuardedTrainer",
     "ModelArguments",
     "NonFiniteLossError",
+    "TrainingStatsCallback",
     "build_parser",
     "check_model_reads_task",
     "check_number",

@@ -618,17 +618,22 @@ def test_residual_host_with_a_silent_block_is_the_host_without_blocks(matcher):
         assert (no_skip(**batch).logits - plain(**batch).logits).abs().max() > 1e-4
 
 
-@pytest.mark.parametrize("feature_attention", ["fa", "sfa"])
-def test_gated_residual_recomputed_from_the_gates_and_zero_at_initialisation(feature_attention):
-    """`feature_attention_residual="gated"`: x_i + g_i block_i(x_i) from the pair's own gates; g = 0 after
-    construction (and after `post_init` re-initialisation), so each branch starts as its input."""
-    config = SiameseMatcherConfig(
+def _gated_config(feature_attention: str, host: dict) -> SiameseMatcherConfig:
+    """A tiny host with gated feature-attention pairs (`feature_attention_residual="gated"`)."""
+    return SiameseMatcherConfig(
         feature_attention=feature_attention,
         feature_attention_residual="gated",
         vocab_size=50,
         embedding_size=8,
-        **TINY,
+        **host,
     )
+
+
+@pytest.mark.parametrize("feature_attention", ["fa", "sfa"])
+def test_gated_residual_recomputed_from_the_gates_and_zero_at_initialisation(feature_attention):
+    """`feature_attention_residual="gated"`: x_i + g_i block_i(x_i) from the pair's own gates; g = 0 after
+    construction (and after `post_init` re-initialisation), so each branch starts as its input."""
+    config = _gated_config(feature_attention, TINY)
     model = SiameseMatcherForSequenceClassification(config)
     pairs = [m for m in model.modules() if isinstance(m, FeatureAttentionPair)]
     assert pairs and all(torch.equal(m.gate, torch.zeros(2)) for m in pairs)
@@ -662,14 +667,7 @@ def test_gated_residual_recomputed_from_the_gates_and_zero_at_initialisation(fea
 def test_training_stats_are_the_gates_of_every_gated_pair(matcher, feature_attention, places):
     """`training_stats()` returns each gated pair's current g_1, g_2 as Python floats, keyed by the pair's place in
     the host (DRCN: its layer, RE2: its block)."""
-    config = SiameseMatcherConfig(
-        feature_attention=feature_attention,
-        feature_attention_residual="gated",
-        vocab_size=50,
-        embedding_size=8,
-        **TINY_HOSTS[matcher],
-    )
-    model = SiameseMatcherForSequenceClassification(config)
+    model = SiameseMatcherForSequenceClassification(_gated_config(feature_attention, TINY_HOSTS[matcher]))
     keys = [f"siamese/{place}/gate_{branch}" for place in places for branch in (0, 1)]
     assert model.training_stats() == dict.fromkeys(keys, 0.0)
     pairs = [m for m in model.matcher.modules() if isinstance(m, FeatureAttentionPair)]

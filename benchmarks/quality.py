@@ -274,6 +274,20 @@ for _matcher in MATCHERS:
                     profiles=PEER_PROFILES,
                 ),
             )
+            # the gated arm's control for the required grid's hosts: the gates frozen at zero (the host, initialised
+            # from the gated arm's random stream), so equal seeds separate what the blocks add from that shift
+            + (
+                (
+                    Arm(
+                        f"{_matcher} + sfa (gated residual, gates frozen at zero: control)",
+                        "siamese-matcher",
+                        {"matcher": _matcher, **GATED_SFA, "feature_attention_gate_trainable": False},
+                        profiles=PEER_PROFILES,
+                    ),
+                )
+                if _matcher in ("esim", "re2", "drcn")
+                else ()
+            )
             + (DRCN_SFA_VARIANTS if _matcher == "drcn" else ()),
             ("sick-e", "mrpc"),
             # small randomly initialised networks on frozen-or-not MiniLM word embeddings: a larger step size

@@ -309,14 +309,14 @@ def test_max_runs_stops_after_that_many_trained_runs_and_resumes(tmp_path, monke
         str(tmp_path),
     ]
     planned = [r.id for r in quality.plan_runs("cpu-full", (0,), datasets=("sick-e",)) if r.comparison.name in only]
-    assert len(planned) == 5
-    quality.main([*argv, "--max_runs", "3"])
-    assert sorted(p.stem for p in (tmp_path / "runs").iterdir()) == sorted(planned[:3])
-    quality.main([*argv, "--max_runs", "3"])  # the two left
-    assert sorted(p.stem for p in (tmp_path / "runs").iterdir()) == sorted(planned) and len(trained) == 5
+    assert len(planned) == 6
+    quality.main([*argv, "--max_runs", "4"])
+    assert sorted(p.stem for p in (tmp_path / "runs").iterdir()) == sorted(planned[:4])
+    quality.main([*argv, "--max_runs", "4"])  # the two left
+    assert sorted(p.stem for p in (tmp_path / "runs").iterdir()) == sorted(planned) and len(trained) == 6
     records = [json.loads((tmp_path / "runs" / f"{i}.json").read_text()) for i in planned]
-    assert [r["baseline"] for r in records] == [True, True, False, False, False]
-    assert [r["train_args"]["num_train_epochs"] for r in records] == [2, 3, 3, 3, 3]
+    assert [r["baseline"] for r in records] == [True, True, False, False, False, False]
+    assert [r["train_args"]["num_train_epochs"] for r in records] == [2, 3, 3, 3, 3, 3]
 
 
 def test_time_budget_starts_no_run_that_would_end_past_it(tmp_path, monkeypatch, capsys):
@@ -363,7 +363,7 @@ def test_a_worker_claims_each_run_and_skips_the_runs_another_worker_has(tmp_path
     monkeypatch.setattr(quality, "run_one", fake_run_one)
     monkeypatch.setattr(quality, "environment", lambda: {"hardware": {}, "versions": {}, "git_commit": "x"})
     planned = _worker_plan(0)
-    assert len(planned) == 5
+    assert len(planned) == 6
     runs_dir.mkdir()
     taken = runs_dir / f"{planned[1]}.json.claim"  # another worker trains this run
     taken.write_text("1")
@@ -379,9 +379,9 @@ def test_a_worker_claims_each_run_and_skips_the_runs_another_worker_has(tmp_path
     monkeypatch.setattr(quality, "claimed", racing_claimed)
     argv = [*WORKER_ARGV, "--output_dir", str(tmp_path)]
     quality.main([*argv, "--seeds", "0", "--worker", "--workers", "3"])
-    assert trained == [planned[0], planned[3], planned[4]]
+    assert trained == [planned[0], planned[3], planned[4], planned[5]]
     names = sorted(p.name for p in runs_dir.iterdir())
-    done = [f"{planned[i]}.json" for i in (0, 2, 3, 4)]
+    done = [f"{planned[i]}.json" for i in (0, 2, 3, 4, 5)]
     assert names == sorted([*done, taken.name])
     assert taken.read_text() == "1" and (runs_dir / f"{planned[2]}.json").read_text() == "{}"
     # a run whose training raises leaves its claim removed (and no run file)

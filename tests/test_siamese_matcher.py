@@ -656,6 +656,26 @@ def test_gated_residual_recomputed_from_the_gates_and_zero_at_initialisation(fea
     assert FeatureAttentionPair(SiameseMatcherConfig(vocab_size=50, embedding_size=8, **TINY)).gate is None
 
 
+def test_frozen_gates_stay_zero_and_the_blocks_add_nothing():
+    """`feature_attention_gate_trainable=False` (the gated arm's control): the gates are not among the trainable
+    parameters (no optimizer sees them), so they stay zero and each pair passes its inputs through unchanged."""
+    model = SiameseMatcherForSequenceClassification(
+        _gated_config("sfa", {**TINY, "feature_attention_gate_trainable": False})
+    )
+    gates = [m.gate for m in model.modules() if isinstance(m, FeatureAttentionPair)]
+    assert gates and not any(g.requires_grad for g in gates)
+    assert all(id(g) not in {id(p) for p in model.parameters() if p.requires_grad} for g in gates)
+    pair = next(m for m in model.modules() if isinstance(m, FeatureAttentionPair))
+    x1, mask1 = _features(seed=1)
+    x2, mask2 = _features(batch=3, length=5, seed=2)
+    u1, u2 = pair(x1, mask1, x2, mask2)
+    assert torch.equal(u1, x1) and torch.equal(u2, x2)
+    with pytest.raises(ValueError, match="feature_attention_gate_trainable"):
+        SiameseMatcherConfig(feature_attention="sfa", feature_attention_gate_trainable=False, **TINY)
+    with pytest.raises(ValueError, match="feature_attention_gate_trainable"):
+        _gated_config("sfa", {**TINY, "feature_attention_gate_trainable": "no"})
+
+
 @pytest.mark.parametrize(
     "matcher, feature_attention, places",
     [

@@ -133,6 +133,11 @@ class SiameseMatcherConfig(LabelledConfig):
             loss 0.71 against DRCN's 0.61 at 1.8 epochs) and gated 81.68 ± 1.81: within the seed spread of DRCN.
             The model's `training_stats()` returns the gates; `pairzoo.train` logs them and adds the trained values
             to the run's metrics (`train_stats/siamese/feature_attention/...`).
+        feature_attention_gate_trainable (`bool`, *optional*, defaults to `True`):
+            With `feature_attention_residual="gated"`: whether the gates learn. `False` keeps them at zero, so the
+            blocks add nothing and get no gradient: a control that is the host itself, trained from the same random
+            stream as the gated arm (building the blocks shifts the host's initialisation, as a new seed would).
+            Comparing the two at equal seeds separates what the blocks add from that shift.
         max_sequence_length (`int`, *optional*, defaults to 128):
             L, the longest sentence (in tokens) the model is designed for; used only by the eq. 9 bottleneck check
             (the training CLI's default `--max_length` is 128). Not named `max_length`, which transformers reserves
@@ -204,6 +209,7 @@ class SiameseMatcherConfig(LabelledConfig):
         sfa_reductions: "list[float] | tuple[float, float] | None" = None,
         sfa_squeeze: str = "paper",
         feature_attention_residual: "bool | str" = False,
+        feature_attention_gate_trainable: bool = True,
         max_sequence_length: int = 128,
         hidden_size: int = 150,
         embedding_size: "int | None" = None,
@@ -232,6 +238,12 @@ class SiameseMatcherConfig(LabelledConfig):
         check_choice("feature_attention", feature_attention, FEATURE_ATTENTIONS)
         check_choice("sfa_squeeze", sfa_squeeze, SFA_SQUEEZES)
         check_choice("feature_attention_residual", feature_attention_residual, FEATURE_ATTENTION_RESIDUALS)
+        check_choice("feature_attention_gate_trainable", feature_attention_gate_trainable, (True, False))
+        if not feature_attention_gate_trainable and feature_attention_residual != "gated":
+            raise ValueError(
+                "`feature_attention_gate_trainable=False` needs feature_attention_residual='gated', got "
+                f"{feature_attention_residual!r}."
+            )
         host = HOST_DEFAULTS[matcher]
         fa_reduction = host["fa_reduction"] if fa_reduction is None else fa_reduction
         sfa_branches = host["sfa_branches"] if sfa_branches is None else sfa_branches
@@ -289,6 +301,7 @@ class SiameseMatcherConfig(LabelledConfig):
         self.sfa_reductions = sfa_reductions
         self.sfa_squeeze = sfa_squeeze
         self.feature_attention_residual = feature_attention_residual
+        self.feature_attention_gate_trainable = feature_attention_gate_trainable
         self.max_sequence_length = max_sequence_length
         self.hidden_size = hidden_size
         self.embedding_size = embedding_size

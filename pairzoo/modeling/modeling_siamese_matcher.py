@@ -179,8 +179,8 @@ def build_feature_attention(config: SiameseMatcherConfig) -> "nn.Module | None":
 class FeatureAttentionPair(nn.Module):
     """One block per branch (same form, unshared parameters); the identity when the config asks for none. With
     `feature_attention_residual=True` each branch gets x + block(x), with `"gated"` x + g_i block(x) where `gate`
-    (2,) holds g_1, g_2 (learnable, zero at initialisation); skip connections the paper does not have (padding
-    positions then carry x, as with no block)."""
+    (2,) holds g_1, g_2 (zero at initialisation; learnable unless `feature_attention_gate_trainable=False`); skip
+    connections the paper does not have (padding positions then carry x, as with no block)."""
 
     def __init__(self, config: SiameseMatcherConfig) -> None:
         super().__init__()
@@ -188,7 +188,8 @@ class FeatureAttentionPair(nn.Module):
         self.second = build_feature_attention(config)
         self.residual = config.feature_attention_residual
         gated = self.first is not None and self.residual == "gated"
-        self.gate = nn.Parameter(torch.zeros(2)) if gated else None
+        trainable = config.feature_attention_gate_trainable
+        self.gate = nn.Parameter(torch.zeros(2), requires_grad=trainable) if gated else None
 
     def forward(
         self, x1: torch.Tensor, mask1: torch.Tensor, x2: torch.Tensor, mask2: torch.Tensor

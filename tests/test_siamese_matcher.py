@@ -656,6 +656,34 @@ def test_gated_residual_recomputed_from_the_gates_and_zero_at_initialisation(fea
     assert FeatureAttentionPair(SiameseMatcherConfig(vocab_size=50, embedding_size=8, **TINY)).gate is None
 
 
+def test_contribution_recomputed_from_the_gates_and_the_blocks():
+    """`training_stats()`'s `contribution_i`: mean over training forwards of ||g_i block_i(x_i)|| / ||x_i|| (valid
+    tokens only), recomputed from the pair's own gates and blocks; eval forwards record nothing; read once."""
+    model = SiameseMatcherForSequenceClassification(_gated_config("sfa", TINY_HOSTS["esim"]))
+    pair = model.matcher.feature_attention
+    with torch.no_grad():
+        pair.gate.copy_(torch.tensor([0.5, -2.0]))
+    batches = [(*_features(seed=1), *_features(batch=3, length=5, seed=2)), (*_features(seed=3), *_features(seed=4))]
+    expected = []
+    for x1, m1, x2, m2 in batches:
+        pair.train()
+        torch.manual_seed(0)
+        pair(x1, m1, x2, m2)
+        pair.eval()  # recompute without dropout (equal to the training forward here: rel 1e-5 below)
+        with torch.no_grad():
+            row = []
+            for gate, block, x, m in ((0.5, pair.first, x1, m1), (-2.0, pair.second, x2, m2)):
+                added = (gate * block(x, m)).norm(dim=-1)[m.bool()].mean()
+                row.append(float(added / x.norm(dim=-1)[m.bool()].mean()))
+            expected.append(row)
+        pair(x1, m1, x2, m2)  # eval: not recorded
+    stats = model.training_stats()
+    for branch in (0, 1):
+        mean = (expected[0][branch] + expected[1][branch]) / 2
+        assert stats[f"siamese/feature_attention/contribution_{branch}"] == pytest.approx(mean, rel=1e-5)
+    assert set(model.training_stats()) == {"siamese/feature_attention/gate_0", "siamese/feature_attention/gate_1"}
+
+
 def test_frozen_gates_stay_zero_and_the_blocks_add_nothing():
     """`feature_attention_gate_trainable=False` (the gated arm's control): the gates are not among the trainable
     parameters (no optimizer sees them), so they stay zero and each pair passes its inputs through unchanged."""

@@ -190,6 +190,7 @@ class FeatureAttentionPair(nn.Module):
         gated = self.first is not None and self.residual == "gated"
         trainable = config.feature_attention_gate_trainable
         self.gate = nn.Parameter(torch.zeros(2), requires_grad=trainable) if gated else None
+        self._contribution: list[torch.Tensor] = []  # training forwards' ||g_i block_i(x_i)|| / ||x_i||, (2,) each
 
     def forward(
         self, x1: torch.Tensor, mask1: torch.Tensor, x2: torch.Tensor, mask2: torch.Tensor
@@ -198,8 +199,30 @@ class FeatureAttentionPair(nn.Module):
             return x1, x2
         u1, u2 = self.first(x1, mask1), self.second(x2, mask2)
         if self.gate is not None:
-            return x1 + self.gate[0] * u1, x2 + self.gate[1] * u2
+            added = (self.gate[0] * u1, self.gate[1] * u2)
+            if self.training:
+                with torch.no_grad():
+                    self._contribution.append(
+                        torch.stack(
+                            [_mean_norm(a, m) / _mean_norm(x, m) for a, x, m in zip(added, (x1, x2), (mask1, mask2))]
+                        )
+                    )
+            return x1 + added[0], x2 + added[1]
         return (x1 + u1, x2 + u2) if self.residual else (u1, u2)
+
+    def pop_contribution(self) -> "list[float] | None":
+        """Mean ||g_i block_i(x_i)|| / ||x_i|| (token vectors, padding left out) of each branch over the training
+        forwards since the last call, then forgets them; None when there were none."""
+        if not self._contribution:
+            return None
+        mean = torch.stack(self._contribution).mean(0).tolist()
+        self._contribution = []
+        return mean
+
+
+def _mean_norm(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean L2 norm of the valid (mask 1) token vectors of x (B, L, D)."""
+    return x.detach().float().norm(dim=-1)[mask.bool()].mean()
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -847,13 +870,17 @@ class SiameseMatcherForSequenceClassification(PairzooPreTrainedModel):
         """The current gates of every gated feature-attention pair (`feature_attention_residual="gated"`), keyed by
         where the pair sits in the host: `siamese/feature_attention/gate_0` and `gate_1` (branches 1 and 2), DRCN's
         `siamese/feature_attention/<layer>/gate_i`, RE2's `siamese/blocks/<k>/feature_attention/gate_i`; empty when
-        no pair is gated. `pairzoo.train` logs them, so a run shows whether the gates left zero."""
+        no pair is gated. Beside each gate, `contribution_i`: the mean ||g_i block_i(x_i)|| / ||x_i|| over the training
+        forwards since the last call (what the block adds, relative to its input; absent when there were none).
+        `pairzoo.train` logs them, so a run shows whether the gates left zero and how much the blocks add."""
         stats = {}
         for name, module in self.matcher.named_modules():
             if isinstance(module, FeatureAttentionPair) and module.gate is not None:
                 prefix = "siamese/" + name.replace(".", "/")
                 for branch, value in enumerate(module.gate.detach().tolist()):
                     stats[f"{prefix}/gate_{branch}"] = value
+                for branch, value in enumerate(module.pop_contribution() or ()):
+                    stats[f"{prefix}/contribution_{branch}"] = value
         return stats
 
     def get_input_embeddings(self) -> nn.Embedding:

@@ -190,7 +190,8 @@ class FeatureAttentionPair(nn.Module):
         gated = self.first is not None and self.residual == "gated"
         trainable = config.feature_attention_gate_trainable
         self.gate = nn.Parameter(torch.zeros(2), requires_grad=trainable) if gated else None
-        self._contribution: list[torch.Tensor] = []  # training forwards' ||g_i block_i(x_i)|| / ||x_i||, (2,) each
+        # running sum (2,) and count of the training forwards' ||g_i block_i(x_i)|| / ||x_i|| (bounded memory)
+        self._contribution: tuple[torch.Tensor, int] | None = None
 
     def forward(
         self, x1: torch.Tensor, mask1: torch.Tensor, x2: torch.Tensor, mask2: torch.Tensor
@@ -202,22 +203,20 @@ class FeatureAttentionPair(nn.Module):
             added = (self.gate[0] * u1, self.gate[1] * u2)
             if self.training:
                 with torch.no_grad():
-                    self._contribution.append(
-                        torch.stack(
-                            [_mean_norm(a, m) / _mean_norm(x, m) for a, x, m in zip(added, (x1, x2), (mask1, mask2))]
-                        )
-                    )
+                    ratios = [_mean_norm(a, m) / _mean_norm(x, m) for a, x, m in zip(added, (x1, x2), (mask1, mask2))]
+                    total, count = self._contribution or (0, 0)
+                    self._contribution = (total + torch.stack(ratios), count + 1)
             return x1 + added[0], x2 + added[1]
         return (x1 + u1, x2 + u2) if self.residual else (u1, u2)
 
     def pop_contribution(self) -> "list[float] | None":
         """Mean ||g_i block_i(x_i)|| / ||x_i|| (token vectors, padding left out) of each branch over the training
         forwards since the last call, then forgets them; None when there were none."""
-        if not self._contribution:
+        if self._contribution is None:
             return None
-        mean = torch.stack(self._contribution).mean(0).tolist()
-        self._contribution = []
-        return mean
+        total, count = self._contribution
+        self._contribution = None
+        return (total / count).tolist()
 
 
 def _mean_norm(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -61,7 +61,10 @@ tri-encoder (hadamard) with and without the router, the paper's router-only tri-
 1,500 steps of batch 256 at lr 1e-4 (about 2.2 epochs of the 173,670 training rows with their inverses), all 3,034
 dev triples. Measured on an H200 (2026-11-26, `benchmarks/results/gpu-kg-h200-330s`): four runs side by side train
 about 4.5 steps a second each, so one seed's four arms take about 6 minutes with the evaluations, and
-`--max_train_seconds` bounds a run that is slower than that. Resumable (a run with a `metrics.json` is skipped); then
+`--max_train_seconds` bounds a run that is slower than that. That rate is likely the collator's, not the GPU's: a
+256-row batch costs it about 0.12 s of one CPU core (measured on the 2-core box), so the runs below build batches in 3
+worker processes each (`--dataloader_num_workers`; 12 of the machine's 16 cores). Resumable (a run with a
+`metrics.json` is skipped); then
 `python benchmarks/report.py --kg_dir benchmarks/results/gpu-kg` writes their table:
 
     S=0  # the seed; then 1 and 2
@@ -70,7 +73,8 @@ about 4.5 steps a second each, so one seed's four arms take about 6 minutes with
         'bi {"architecture":"bi","use_router":false}'; do set -- $arm; d=benchmarks/results/gpu-kg/$1__seed$S
       [ -f $d/metrics.json ] || { mkdir -p $d; python -m pairzoo.train_kg --model csr --backbone minilm --bf16 \
         --config_overrides "$2" --batch_size 256 --learning_rate 1e-4 --max_length 64 --max_steps 1500 \
-        --max_train_seconds 420 --export False --seed $S --output_dir $d > $d/run.log 2>&1 & }; done; wait
+        --max_train_seconds 420 --dataloader_num_workers 3 --export False --seed $S --output_dir $d \
+        > $d/run.log 2>&1 & }; done; wait
 """
 
 import argparse

@@ -310,6 +310,17 @@ def test_time_budget_stops_training_then_evaluates_and_saves(tmp_path):
     assert saved["dev"]["num_queries"] == 4 and 0 < saved["dev"]["mrr"] <= 1
 
 
+def test_batches_built_by_worker_processes_train_the_same_model(tmp_path):
+    data_dir = _write_graph(tmp_path / "data")
+    common = dict(backbone="tiny-bert", data_dir=data_dir, max_steps=3, batch_size=4, max_length=16, export=False)
+    common.update(eval_batch_size=4, learning_rate=1e-3)
+    inline = run_kg(KgArguments(output_dir=str(tmp_path / "inline"), **common))
+    workers = run_kg(KgArguments(output_dir=str(tmp_path / "workers"), dataloader_num_workers=2, **common))
+    assert workers["args"]["dataloader_num_workers"] == 2 and workers["train_steps"] == 3
+    assert workers["train_loss"] == pytest.approx(inline["train_loss"], rel=1e-5, abs=1e-6)
+    assert workers["dev"]["mrr"] == pytest.approx(inline["dev"]["mrr"], rel=1e-5, abs=1e-6)
+
+
 # --------------------------------------------------------------------------------------------- bad flags
 
 BAD_FLAGS = [
@@ -318,6 +329,7 @@ BAD_FLAGS = [
     (["--temperature", "0"], "--temperature"),
     (["--margin", "nan"], "--margin"),
     (["--pre_batch", "-1"], "--pre_batch"),
+    (["--dataloader_num_workers", "-1"], "--dataloader_num_workers"),
     (["--pre_batch_weight", "0"], "--pre_batch_weight"),
     (["--warmup_ratio", "1"], "--warmup_ratio"),
     (["--max_train_seconds", "-1"], "--max_train_seconds"),

@@ -424,6 +424,14 @@ class KgArguments:
     eval_steps: int = field(default=0, metadata={"help": "Also evaluate dev every N steps (0: only at the end)."})
     logging_steps: int = field(default=50, metadata={"help": "Log the training loss every N steps."})
     bf16: bool = field(default=False, metadata={"help": "bfloat16 mixed precision (on a GPU)."})
+    dataloader_num_workers: int = field(
+        default=0,
+        metadata={
+            "help": "Processes that build training batches beside the training loop (0: the loop builds them). A "
+            "256-row batch costs the collator about 0.12 s of one CPU core (tokenising three texts a row), so on a "
+            "GPU use 4-8."
+        },
+    )
     seed: int = field(default=0, metadata={"help": "Seed of model init, data order and dropout."})
     export: bool = field(default=True, metadata={"help": "Write the Hub export folder <output_dir>/export."})
 
@@ -432,7 +440,7 @@ def _validate(args: KgArguments) -> None:
     """Every flag's range, before anything is loaded or written."""
     for name, minimum in (("max_steps", 1), ("batch_size", 2), ("max_length", 2), ("eval_batch_size", 1)):
         check_number(name, getattr(args, name), f"an integer >= {minimum}", lambda v, m=minimum: v >= m)
-    for name in ("pre_batch", "eval_steps"):
+    for name in ("pre_batch", "eval_steps", "dataloader_num_workers"):
         check_number(name, getattr(args, name), "an integer >= 0", lambda v: v >= 0)
     check_number("logging_steps", args.logging_steps, "an integer >= 1", lambda v: v >= 1)
     if args.eval_queries is not None:
@@ -527,6 +535,7 @@ def run_kg(args: KgArguments) -> dict:
         report_to="none",
         remove_unused_columns=False,
         bf16=args.bf16,
+        dataloader_num_workers=args.dataloader_num_workers,
         use_cpu=not has_accelerator(),
         seed=args.seed,
         disable_tqdm=True,

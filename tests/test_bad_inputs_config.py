@@ -261,6 +261,38 @@ def test_a_new_annotated_field_is_checked_with_the_inherited_ones():
         _ExtendedConfig(new_opton=3)
 
 
+# a field set after construction, then a model built from the config: (model, field, bad value, message)
+SET_AFTER_CONSTRUCTION = [
+    ("seaver", "alpha", float("nan"), r"`alpha` must be `float` with finite numbers"),
+    ("cross-encoder", "use_transform", "no", r"`use_transform` must be `bool`, got 'no'"),
+    ("csr", "architecture", "quad", r"architecture"),
+    ("comateformer", "integration", "blend", r"integration"),
+    ("comateformer", "mix_scale", -1.0, r"mix_scale"),
+    ("siamese-matcher", "feature_attention_residual", "maybe", r"feature_attention_residual"),
+    ("neighbor-attention", "num_candidates", 0, r"num_candidates"),
+]
+
+
+@pytest.mark.parametrize(
+    "name, field, value, message", SET_AFTER_CONSTRUCTION, ids=[c[1] for c in SET_AFTER_CONSTRUCTION]
+)
+def test_a_field_set_after_construction_is_checked_when_a_model_is_built(name, field, value, message):
+    model = create_model(name, backbone="tiny-bert")
+    config = model.config
+    setattr(config, field, value)
+    with pytest.raises(ValueError, match=message):
+        type(model)(config)
+
+
+@pytest.mark.parametrize("name", list_models())
+def test_rechecking_a_valid_config_changes_nothing(name):
+    model = create_model(name, backbone="tiny-bert")
+    before = model.config.to_dict()
+    model.config.revalidate()
+    rebuilt = type(model)(model.config)
+    assert model.config.to_dict() == before and rebuilt.config.to_dict() == before
+
+
 @pytest.mark.parametrize("name", list_models())
 def test_configs_copy_and_pickle(name):
     config = create_model(name, backbone="tiny-bert").config

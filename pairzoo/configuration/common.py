@@ -15,6 +15,9 @@ Before that `__init__` runs (in `PairzooConfig.__new__`), every instantiation is
   an int but not a bool, `float` a finite int or float, `str` a string, `None` only where the annotation allows it,
   `list[X]` a list (or tuple) of X. Choices, ranges and checks across fields stay in the `__init__` itself.
 
+A value set on a config after its construction (`config.alpha = float("nan")`) is checked when a model is built from
+it: `PairzooPreTrainedModel.__init__` calls `PairzooConfig.revalidate`, which runs the constructor's checks again.
+
 A new field therefore only needs its annotated parameter; unannotated parameters (`backbone_config`, turned into a
 config by `coerce_backbone_config`) are checked by the `__init__` alone.
 """
@@ -214,6 +217,13 @@ class PairzooConfig(PretrainedConfig):
                 if name in arguments:
                     check_type(cls.__name__, name, arguments[name], annotation, hint)
         return super().__new__(cls)
+
+    def revalidate(self) -> None:
+        """Run every check of this config again on its current values: a field set after construction (e.g.
+        `config.alpha = -1.0`) raises the same ValueError, naming the field, as passing it to the constructor would.
+        Models call it when they are built from the config."""
+        values = {name: getattr(self, name) for name in self._declared_fields if hasattr(self, name)}
+        type(self)(num_labels=self.num_labels, **values)
 
 
 class LabelledConfig(PairzooConfig):

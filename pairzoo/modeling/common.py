@@ -123,6 +123,13 @@ class PairzooPreTrainedModel(PreTrainedModel):
     _supports_flex_attn = True
     _supports_attention_backend = True
 
+    def __init__(self, config, *inputs, **kwargs) -> None:
+        # a field set on the config after its construction gets the constructor's checks before anything is built
+        revalidate = getattr(config, "revalidate", None)
+        if revalidate is not None:
+            revalidate()
+        super().__init__(config, *inputs, **kwargs)
+
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs) -> "PairzooPreTrainedModel":
         """`PreTrainedModel.from_pretrained` that refuses weights which do not fit, instead of reporting them.

@@ -31,7 +31,7 @@ def test_every_method_has_one_entry_with_the_peer_recipe_or_its_own_schedule():
     stsb = entry_args(by_name["cross-encoder-stsb"], "cpu")
     assert stsb == {**PEER_RECIPE, "num_train_epochs": 1}
     assert entry_args(by_name["comateformer-sick-e"], "cpu")["num_train_epochs"] == 2
-    siamese = entry_args(by_name["siamese-esim-sfa-sick-e"], "cpu")
+    siamese = entry_args(by_name["siamese-re2-sfa-sick-e"], "cpu")
     assert siamese["learning_rate"] == 1e-3 and siamese["num_train_epochs"] == 3
     assert entry_args(by_name["cross-encoder-stsb"], "gpu")["num_train_epochs"] == 3
     # neighbor attention: the paper's 5 epochs at the learning rate of the cpu-full arm that describes it

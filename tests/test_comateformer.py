@@ -362,6 +362,34 @@ def test_mix_without_combined_dropout_trains_on_the_plain_backbones_random_strea
     assert not torch.allclose(losses[True, True], losses[True, False], rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.parametrize("key_normalization", ["none", "l1"])
+def test_mix_trains_under_bf16_autocast_like_float32(key_normalization):
+    """`Trainer(bf16=True)` runs the forward under autocast: the mix gate (a float32 parameter) meets bf16 head
+    outputs. Loss and gradients, g's included, stay within bf16 rounding of the float32 model's."""
+    inputs = pair_inputs(load_tokenizer("tiny-bert"), ROWS)
+    set_seed(0)
+    model = create_model(
+        "comateformer", backbone="tiny-bert", **TINY, integration="mix", key_normalization=key_normalization
+    )
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if name.endswith("combined_mix"):
+                parameter.fill_(0.5 / model.config.mix_scale)  # g = 0.5: both heads contribute
+    model.eval()
+    results = {}
+    for autocast in (False, True):
+        model.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            loss = model(**inputs).loss
+        loss.backward()
+        grads = {n: p.grad.clone() for n, p in model.named_parameters() if n.endswith("combined_mix")}
+        results[autocast] = loss.detach().float(), grads
+    torch.testing.assert_close(results[True][0], results[False][0], rtol=0.05, atol=0.02)
+    for name, grad in results[False][1].items():
+        assert grad.abs().max() > 0, name
+        torch.testing.assert_close(results[True][1][name], grad, rtol=0.1, atol=0.05 * grad.abs().max(), msg=name)
+
+
 def test_mix_parameter_survives_save_and_load_and_backbone_checkpoints_load_into_mix(tmp_path):
     """The mix parameter is saved and reloaded; a plain backbone checkpoint (no mix parameter) loads strictly into a
     mix model, leaving g at zero, and rejects any other missing key."""

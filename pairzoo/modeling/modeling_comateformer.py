@@ -255,7 +255,9 @@ class ComateformerSelfAttentionMixin:
         if record:
             self._record_stats(gate_sum, combined_output.detach(), reference.detach(), valid)
         if mix:
-            combined_output = torch.lerp(reference, combined_output, self.mix_gate().view(1, 1, -1, 1))
+            # under autocast (bf16/fp16) the head outputs come in the compute dtype and g stays float32: lerp needs one
+            gate = self.mix_gate().to(combined_output.dtype).view(1, 1, -1, 1)
+            combined_output = torch.lerp(reference.to(combined_output.dtype), combined_output, gate)
         attn_output = torch.cat([combined_output, softmax_output], dim=2).reshape(*input_shape, -1).contiguous()
         weights = None
         if keep_maps:

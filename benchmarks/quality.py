@@ -59,12 +59,14 @@ all); the report lists these as extra rows next to accuracy.
 The GPU profile's WN18RR link prediction (CSR; issue 25) runs through `pairzoo.train_kg`, not this script:
 tri-encoder (hadamard) with and without the router, the paper's router-only tri-encoder, bi-encoder, seeds 0-2,
 1,500 steps of batch 256 at lr 1e-4 (about 2.2 epochs of the 173,670 training rows with their inverses), all 3,034
-dev triples. Measured on an H200 (2026-11-26, `benchmarks/results/gpu-kg-h200-330s`): four runs side by side train
-about 4.5 steps a second each, so one seed's four arms take about 6 minutes with the evaluations, and
-`--max_train_seconds` bounds a run that is slower than that. That rate is likely the collator's, not the GPU's: a
-256-row batch costs it about 0.12 s of one CPU core (measured on the 2-core box), so the runs below build batches in 3
-worker processes each (`--dataloader_num_workers`; 12 of the machine's 16 cores). Resumable (a run with a
-`metrics.json` is skipped); then
+dev triples. Measured: on an H200 (2026-11-26, `benchmarks/results/gpu-kg-h200-330s`) four runs side by side train
+about 4.5 steps a second each, building batches in the training process; on an H100 (2026-11-26,
+`benchmarks/results/gpu-kg-h100-430s`) nine runs side by side, each with one batch-building worker, kept the GPU at
+100 % and trained about 21 steps a second in all (tri-encoder 2.2-2.3 each, bi-encoder 2.6), so the GPU, not the
+collator (about 0.12 s of one CPU core for a 256-row batch), is the limit there. One seed's four arms (6,000 steps)
+then take about 5 minutes with the evaluations, three seeds about 15; `--max_train_seconds` bounds a run that is
+slower. The runs below build batches in 3 worker processes each (`--dataloader_num_workers`; 12 of the machine's 16
+cores). Resumable (a run with a `metrics.json` is skipped); then
 `python benchmarks/report.py --kg_dir benchmarks/results/gpu-kg` writes their table:
 
     S=0  # the seed; then 1 and 2

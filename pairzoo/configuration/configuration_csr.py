@@ -28,9 +28,11 @@ class CsrConfig(PairzooConfig):
       attends to the condition's states from its first layer; it cannot use the cache path.
 
     WN18RR link prediction tells the same story (`python -m pairzoo.train_kg`, SimKGC recipe, batch 256, lr 1e-4,
-    time-budgeted on one H200, seed 0, dev MRR; `benchmarks/results/gpu-kg-h200-330s` and `-200s`): the paper's
-    router-only tri-encoder 22.14, the hadamard tri-encoder 39.94 without and 39.76 with the router, the bi-encoder
-    44.69 (41.72 in a shorter run, 41.82 with the router), the reference router 40.22 (same shorter run).
+    time-budgeted, dev MRR). Seeds 0-2 on one H100, 430 s a run (`benchmarks/results/gpu-kg-h100-430s`): the
+    hadamard tri-encoder 37.62 ± 0.25 without and 37.24 ± 0.37 with the router, the bi-encoder 42.44 ± 0.22. Seed 0
+    on one H200 (`benchmarks/results/gpu-kg-h200-330s` and `-200s`): the paper's router-only tri-encoder 22.14, the
+    hadamard tri-encoder 39.94 without and 39.76 with the router, the bi-encoder 44.69 (41.72 in a shorter run, 41.82
+    with the router), the reference router 40.22 (same shorter run).
 
     Args:
         backbone_config (`PretrainedConfig` or `dict`, *optional*, defaults to `None`):

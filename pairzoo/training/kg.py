@@ -428,8 +428,9 @@ class KgArguments:
         default=0,
         metadata={
             "help": "Processes that build training batches beside the training loop (0: the loop builds them). A "
-            "256-row batch costs the collator about 0.12 s of one CPU core (tokenising three texts a row), so on a "
-            "GPU use 4-8."
+            "256-row batch costs the collator about 0.12 s of one CPU core (tokenising three texts a row); on a "
+            "GPU, enough workers that batches keep up with the steps (one per run kept nine runs sharing an H100 "
+            "GPU-bound)."
         },
     )
     seed: int = field(default=0, metadata={"help": "Seed of model init, data order and dropout."})

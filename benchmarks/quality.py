@@ -523,7 +523,10 @@ PROFILES = {
         "esnli_rows": 1000,
         "launcher": "in-process",
     },
-    # Budget (not measured here; no GPU was available when this was written). On one H100 in one process, MiniLM at
+    # Measured so far (one H100, 2026-11-26, `--workers 4`, `benchmarks/results/gpu`): with four runs sharing the GPU,
+    # a SICK-E run (417 steps) took 17.1 s wall for the plain arm and 37.0 s for Comateformer's paper form, loading
+    # and evaluation included; at that pace issue 22's stage (165 runs) would take about 12-25 minutes.
+    # Budget estimate written before any GPU run. On one H100 in one process, MiniLM at
     # batch 32 and length <= 128 is launch-bound, not FLOP-bound: about 20 ms a training step for a transformer arm
     # (Trainer host work and ~450 kernels; 6 * 22M parameters * 2k tokens is 0.3 TFLOP, ~2 ms) and about 12 ms for a
     # Siamese host (cuDNN LSTMs on MiniLM's word embeddings), plus ~2.5 s a run (model from disk, tokenising the

@@ -249,15 +249,17 @@ NEIGHBOR_ATTENTION_CLAIM = "better than BitFit and within 3 points of full fine-
 def neighbor_attention_findings(every_row: list[dict], results_dir: Path, backbone: "str | None") -> list[str]:
     """Issue 23's check of the neighbor-attention paper's claim (with ~5% of the parameters trained, better than BitFit
     and within 3 points of full fine-tuning) on each data set of the `neighbor-attention` comparison, on the plain and
-    on the task-adapted backbone: the best arm of each training mode by dev mean (a choice on dev, as the paper's
-    sweep), where all three modes ran. Then, where `benchmarks/probe_mask.py` left
+    on the task-adapted backbone: the best arm of each training mode by dev mean among the mode's arms with the most
+    seeds (a choice on dev, as the paper's sweep; an arm run on fewer seeds cannot outrank one run on all of them),
+    where all three modes ran. Then, where `benchmarks/probe_mask.py` left
     `probe_mask_<backbone>_<dataset>.json` in `results_dir`, what the frozen backbone's [MASK] states hold: the
     measurements behind the diagnosis."""
-    best: dict = {}  # (data set, adapted, training mode) -> the row with the highest dev mean
+    best: dict = {}  # (data set, adapted, training mode) -> the row with the most seeds, then the highest dev mean
     for r in every_row:
         if r["main"] and r["comparison"] == "neighbor-attention":
             key = (r["dataset"], r["adapted"], r["config_overrides"].get("training_mode"))
-            if key not in best or r["mean"] > best[key]["mean"]:
+            rank = (len(r["values"]), r["mean"])
+            if key not in best or rank > (len(best[key]["values"]), best[key]["mean"]):
                 best[key] = r
     findings = []
     for dataset in dict.fromkeys(key[0] for key in best):

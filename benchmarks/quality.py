@@ -2,7 +2,9 @@ r"""Quality benchmark: every method against its own config-off baseline, same bu
 
 Each (comparison, arm, data set, seed) is one `pairzoo.train` run; its result is written, atomically, as one JSON file
 under `<output_dir>/runs/` (config, seed, metrics, wall time, hardware, package versions, git commit). Existing files
-are kept, so an interrupted benchmark resumes where it stopped (`--force` reruns). `benchmarks/report.py` turns the
+are kept, so an interrupted benchmark resumes where it stopped (`--force` reruns). A run that raises writes no file:
+its traceback is printed, the grid goes on, and the command ends with a SystemExit naming the failed runs (the same
+command then reruns only those). `benchmarks/report.py` turns the
 files into the Markdown table, the bar chart and the README's "Results" section. `--list` prints the planned runs
 (id, epochs, training rows, done or not) without training; `--max_runs N` stops after N trained runs, and
 `--time_budget_s S` starts no run that would end past S seconds (judged by the longest run so far), for a lent GPU
@@ -89,6 +91,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -889,6 +892,40 @@ def run_one(argv: list[str], launcher: str, output_dir: Path) -> dict:
     return json.loads((output_dir / "metrics.json").read_text())["metrics"]
 
 
+def train_and_record(run: PlannedRun, profile_name: str, backbone: str, output_dir: Path, env: dict) -> dict:
+    """Train and evaluate `run` (after its task-adaptive MLM step, when the arm needs one); its run-file record."""
+    profile = PROFILES[profile_name]
+    comparison, arm, dataset, seed, train_args = run.comparison, run.arm, run.dataset, run.seed, run.train_args
+    run_backbone, adaptation = backbone, None
+    if arm.adapted:
+        folder = adapted_backbone(backbone, dataset, output_dir)
+        run_backbone, adaptation = str(folder), json.loads((folder / "adaptation.json").read_text())
+    with tempfile.TemporaryDirectory(prefix="pairzoo-bench-") as scratch:
+        scratch = Path(scratch)
+        run_argv = train_argv(arm, dataset, seed, train_args, run_backbone, scratch, comparison.expressiveness)
+        t0 = time.time()
+        metrics = run_one(run_argv, profile["launcher"], scratch)
+        if comparison.expressiveness:
+            metrics |= expressiveness_metrics(scratch / "export", dataset, train_args, profile["esnli_rows"])
+    return {
+        "comparison": comparison.name,
+        "arm": arm.label,
+        "baseline": arm == run.baseline,
+        "model": arm.model,
+        "config_overrides": arm.overrides,
+        "dataset": dataset,
+        "split": "validation",
+        "seed": seed,
+        "profile": profile_name,
+        "backbone": run_backbone,
+        **({"adaptation": adaptation} if adaptation is not None else {}),
+        "train_args": train_args,
+        "metrics": metrics,
+        "wall_seconds": round(time.time() - t0, 1),
+        **env,
+    }
+
+
 def write_json_atomic(path: Path, payload: dict) -> None:
     """`payload` as indented JSON, written atomically (`write_text_atomic`)."""
     write_text_atomic(path, json.dumps(payload, indent=2, default=str))
@@ -1107,7 +1144,7 @@ def main(argv: "list[str] | None" = None) -> None:
 
     if args.worker:
         (output_dir / "runs").mkdir(parents=True, exist_ok=True)
-    trained, longest = 0, 0.0
+    trained, longest, failed = 0, 0.0, []
     for run in runs:
         path = output_dir / "runs" / f"{run.id}.json"
         if done(path):
@@ -1122,39 +1159,22 @@ def main(argv: "list[str] | None" = None) -> None:
             if not owned or (args.worker and done(path)):
                 continue  # another worker has it, or finished it since the check above
             begun = time.time()  # with the adaptation step, when the arm needs one
-            comparison, arm, dataset, seed, train_args = run.comparison, run.arm, run.dataset, run.seed, run.train_args
-            run_backbone, adaptation = backbone, None
-            if arm.adapted:
-                folder = adapted_backbone(backbone, dataset, output_dir)
-                run_backbone, adaptation = str(folder), json.loads((folder / "adaptation.json").read_text())
-            with tempfile.TemporaryDirectory(prefix="pairzoo-bench-") as scratch:
-                scratch = Path(scratch)
-                run_argv = train_argv(arm, dataset, seed, train_args, run_backbone, scratch, comparison.expressiveness)
-                t0 = time.time()
-                metrics = run_one(run_argv, profile["launcher"], scratch)
-                if comparison.expressiveness:
-                    metrics |= expressiveness_metrics(scratch / "export", dataset, train_args, profile["esnli_rows"])
-            payload = {
-                "comparison": comparison.name,
-                "arm": arm.label,
-                "baseline": arm == run.baseline,
-                "model": arm.model,
-                "config_overrides": arm.overrides,
-                "dataset": dataset,
-                "split": "validation",
-                "seed": seed,
-                "profile": args.profile,
-                "backbone": run_backbone,
-                **({"adaptation": adaptation} if adaptation is not None else {}),
-                "train_args": train_args,
-                "metrics": metrics,
-                "wall_seconds": round(time.time() - t0, 1),
-                **env,
-            }
+            try:
+                payload = train_and_record(run, args.profile, backbone, output_dir, env)
+            except Exception:  # one arm's bug must not cost the rest of the grid (a lent GPU's minutes)
+                traceback.print_exc()
+                print(f"FAILED {run.id}: no run file written; the grid goes on", flush=True)
+                failed.append(run.id)
+                continue
             write_json_atomic(path, payload)
             trained, longest = trained + 1, max(longest, time.time() - begun)
-            print(f"[{time.time() - started:7.0f}s] {path.name}: {json.dumps(metrics)}", flush=True)
+            print(f"[{time.time() - started:7.0f}s] {path.name}: {json.dumps(payload['metrics'])}", flush=True)
     print(f"done in {time.time() - started:.0f}s; results in {output_dir / 'runs'}", flush=True)
+    if failed:
+        raise SystemExit(
+            f"{len(failed)} run(s) failed (tracebacks above), the others' run files are written: {failed}. The same "
+            "command reruns only the runs without a file."
+        )
 
 
 __all__ = [

@@ -319,6 +319,38 @@ def test_max_runs_stops_after_that_many_trained_runs_and_resumes(tmp_path, monke
     assert [r["train_args"]["num_train_epochs"] for r in records] == [2, 3, 3, 3, 3, 3]
 
 
+def test_a_failing_run_writes_no_file_the_grid_goes_on_and_the_command_fails_naming_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(quality, "missing_data", lambda runs: [])  # training is faked: no data read
+    broken = {"esim + fa"}
+    trained = []
+
+    def fake_run_one(argv: list, launcher: str, output_dir: Path) -> dict:
+        overrides = json.loads(argv[argv.index("--config_overrides") + 1])
+        label = next(r.arm.label for r in runs if r.arm.overrides == overrides)
+        if label in broken:
+            raise RuntimeError("expected dtype c10::BFloat16")
+        trained.append(label)
+        return {"validation_accuracy": 80.0}
+
+    monkeypatch.setattr(quality, "run_one", fake_run_one)
+    monkeypatch.setattr(quality, "environment", lambda: {"hardware": {}, "versions": {}, "git_commit": "x"})
+    argv = ["--profile", "cpu-full", "--only", "siamese-esim", "--datasets", "sick-e", "--seeds", "0"]
+    esim = [c for c in quality.COMPARISONS if c.name == "siamese-esim"]
+    runs = quality.plan_runs("cpu-full", (0,), esim, ("sick-e",))
+    failing = [r.id for r in runs if r.arm.label in broken]
+    assert len(failing) == 1 and len(runs) > 2 and runs[-1].arm.label not in broken
+    with pytest.raises(SystemExit, match="1 run\\(s\\) failed") as stop:
+        quality.main([*argv, "--output_dir", str(tmp_path)])
+    assert failing[0] in str(stop.value)
+    assert sorted(p.stem for p in (tmp_path / "runs").iterdir()) == sorted(r.id for r in runs if r.id != failing[0])
+    printed = capsys.readouterr()
+    assert f"FAILED {failing[0]}" in printed.out and "RuntimeError: expected dtype" in printed.err
+    broken.clear()
+    trained.clear()
+    quality.main([*argv, "--output_dir", str(tmp_path)])  # resumes: only the failed run trains
+    assert trained == ["esim + fa"] and len(list((tmp_path / "runs").iterdir())) == len(runs)
+
+
 def test_time_budget_starts_no_run_that_would_end_past_it(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(quality, "missing_data", lambda runs: [])  # training is faked: no data read
     clock = [0.0]
@@ -384,13 +416,14 @@ def test_a_worker_claims_each_run_and_skips_the_runs_another_worker_has(tmp_path
     done = [f"{planned[i]}.json" for i in (0, 2, 3, 4, 5)]
     assert names == sorted([*done, taken.name])
     assert taken.read_text() == "1" and (runs_dir / f"{planned[2]}.json").read_text() == "{}"
-    # a run whose training raises leaves its claim removed (and no run file)
+    # a run whose training raises leaves its claim removed and no run file; the worker goes on with the others
     monkeypatch.setattr(quality, "claimed", real_claimed)
     failing.append(_worker_plan(1)[1])
-    with pytest.raises(RuntimeError, match="training failed"):
+    with pytest.raises(SystemExit, match=f"1 run\\(s\\) failed.*{failing[0]}"):
         quality.main([*argv, "--seeds", "1", "--worker"])
     assert sorted(p.name for p in runs_dir.glob("*.claim")) == [taken.name]
-    assert {p.name for p in runs_dir.iterdir()} - set(names) == {f"{_worker_plan(1)[0]}.json"}
+    others = {f"{run_id}.json" for run_id in _worker_plan(1) if run_id not in failing}
+    assert {p.name for p in runs_dir.iterdir()} - set(names) == others and len(others) == 5
 
 
 def test_workers_adapt_first_then_start_that_many_workers_with_the_deadline(tmp_path, monkeypatch, capsys):

@@ -240,6 +240,7 @@ def test_every_benchmark_arm_runs_on_the_speed_batch_of_its_input_format():
             tiny = {"comateformer": {"combined_layers": [0], "combined_head_fraction": 0.5}}
             tiny["neighbor-attention"] = {"neighbor_layers": [0]}
             tiny["csr"] = {"router_layers": [1]} if "router_layers" in arm.overrides else {}
+            tiny["seaver"] = {"reweight_heads": [0, 1]} if "reweight_heads" in arm.overrides else {}
             arm = dataclasses.replace(arm, overrides={**arm.overrides, **tiny.get(arm.model, {})})
             model = speed.build(arm, "tiny-bert")
             with torch.inference_mode():

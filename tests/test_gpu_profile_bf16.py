@@ -17,7 +17,7 @@ import quality  # noqa: E402
 
 from pairzoo.training.cli import main as train_main  # noqa: E402
 
-TINY_LAYERS = 2  # tiny-bert's depth
+TINY_LAYERS, TINY_HEADS = 2, 4  # tiny-bert's depth and heads
 
 
 def _gpu_arms() -> list:
@@ -31,13 +31,14 @@ def _gpu_arms() -> list:
 
 
 def _tiny_overrides(overrides: dict) -> dict:
-    """The arm's overrides on a 2-layer backbone: router layers past its depth become its last layers."""
-    layers = overrides.get("router_layers")
+    """The arm's overrides on tiny-bert: router layers past its depth become its last layers, reweighting heads past
+    its head count a subset of its first heads."""
+    layers, heads = overrides.get("router_layers"), overrides.get("reweight_heads")
     if layers and max(layers) >= TINY_LAYERS:
-        overrides = {
-            **overrides,
-            "router_layers": list(range(TINY_LAYERS - min(len(layers), TINY_LAYERS), TINY_LAYERS)),
-        }
+        last = list(range(TINY_LAYERS - min(len(layers), TINY_LAYERS), TINY_LAYERS))
+        overrides = {**overrides, "router_layers": last}
+    if heads and max(heads) >= TINY_HEADS:
+        overrides = {**overrides, "reweight_heads": list(range(min(len(heads), TINY_HEADS - 1)))}
     return overrides
 
 

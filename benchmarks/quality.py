@@ -32,7 +32,7 @@ Profiles:
   grid on seeds 0-4; then issue 25's conditional comparisons (`seaver` and both CSR comparisons on synthetic at
   `cpu-full`'s synthetic budget, `seaver-absa` on both ABSA domains) and issue 23's neighbor attention on SICK-E at
   the paper's 5 epochs (`comparison_args`), these two stages on seeds 0-2 (`stage_seeds`). The comment above
-  `PROFILES["gpu"]` estimates 28 + 36 + 26 minutes on one H100.
+  `PROFILES["gpu"]` estimates 28 + 43 + 26 minutes on one H100.
 
 Training arguments of a run, later ones winning: the profile's `args`, its `dataset_args` for the run's data set,
 its `comparison_args` for the run's comparison, the comparison's `train_args`, the arm's `train_args` (then, on CUDA,
@@ -192,6 +192,19 @@ COMPARISONS = [
                 profiles=CSR_PROFILES,
             ),
             Arm("tri-encoder + router (reference)", "csr", {**CSR_TRI, "router": "reference"}, profiles=CSR_PROFILES),
+            # the paper's d_k = d_c: the single-vector score scaled by the hidden size instead of the head size
+            Arm(
+                "tri-encoder + router (hidden scale)",
+                "csr",
+                {**CSR_TRI, "router_scale": "hidden"},
+                profiles=CSR_PROFILES,
+            ),
+            Arm(
+                "tri-encoder (hadamard) + router (hidden scale)",
+                "csr",
+                {**CSR_TRI, "tri_head": "hadamard", "router_scale": "hidden"},
+                profiles=CSR_PROFILES,
+            ),
         ),
         ("synthetic",),
     ),
@@ -539,26 +552,26 @@ PROFILES = {
     # Issue 22's stage, 33 runs a seed: 7 transformer arms x (540 + 417 + 345) steps (STS-B, SICK-E, MRPC at 3
     # epochs) = 9,114 steps, 182 s; 14 Siamese runs x 417 steps = 5,838 steps, 70 s; 33 x 2.5 s = 83 s; about 335 s a
     # seed, 28 minutes for 5 seeds (in one process; `--workers` runs several at once).
-    # Issue 25's stage, 23 runs a seed: on synthetic (24,000 rows, 2 epochs, batch 32: 1,500 steps) the cross-encoder,
+    # Issue 25's stage, 25 runs a seed: on synthetic (24,000 rows, 2 epochs, batch 32: 1,500 steps) the cross-encoder,
     # SEAVER and its random-reweighting control (one backbone pass plus the reweighting, ~23 ms a step) 4,500 steps,
-    # 102 s; csr-tri's 5 arms at ~45 ms (condition and both sentences: three backbone passes) 7,500 steps, 338 s;
+    # 102 s; csr-tri's 7 arms at ~45 ms (condition and both sentences: three backbone passes) 10,500 steps, 473 s;
     # csr-bi's 3 arms at ~32 ms (two passes) 4,500 steps, 144 s; seaver-absa's 6 arms x (306 + 198) steps (3 epochs of
-    # the 90% training splits, 3,242 and 2,082 rows) = 3,024 steps, 72 s; 23 x 2.5 s = 58 s; about 714 s a seed,
-    # 36 minutes for 3 seeds.
+    # the 90% training splits, 3,242 and 2,082 rows) = 3,024 steps, 72 s; 25 x 2.5 s = 63 s; about 854 s a seed,
+    # 43 minutes for 3 seeds.
     # Issue 23's stage, 15 runs a seed on SICK-E at the paper's 5 epochs (695 steps): full fine-tuning and BitFit,
     # on MiniLM and on the task-adapted backbone, with the BitFit learning-rate sweep (7 runs) 4,865 steps, 97 s; the 8
     # neighbor-attention runs (about 2.5x a full step: 35 s each) 280 s; the adaptation step once (1,500 MLM steps,
     # ~25 s); each run's [MASK] expressiveness on its 495 dev rows and 1,000 e-SNLI dev rows (`esnli_rows`) on the GPU,
     # ~5 s; 15 x (2.5 + 5) s = 113 s; about 515 s a seed, 26 minutes for 3 seeds.
-    # 5 seeds everywhere would be 26 + 58 + 43 = 127 minutes, so the new stages run the first 3 seeds (`stage_seeds`):
-    # 28 + 36 + 26 = about 90 minutes in all (about 100 at 25 ms a transformer step and 15 ms a Siamese one), over the
+    # 5 seeds everywhere would be 28 + 71 + 43 = 142 minutes, so the new stages run the first 3 seeds (`stage_seeds`):
+    # 28 + 43 + 26 = about 97 minutes in all (about 110 at 25 ms a transformer step and 15 ms a Siamese one), over the
     # 25 minutes the issues ask for. Each stage is seed-major and issue 22's comes first, so `--max_runs 120` or
     # `--seeds 0 1 2 3` keeps whole seeds, and `--only` splits the later stages over several launches, if the first
     # seed's time (printed with each run) says it would not fit.
     "gpu": {
         "about": (
             "issue 22's required grid (5 seeds), then issue 25's conditional comparisons and issue 23's neighbor "
-            "attention (3 seeds); 3 epochs (synthetic: 2, neighbor attention: 5), bf16 on CUDA (estimated 28 + 36 + "
+            "attention (3 seeds); 3 epochs (synthetic: 2, neighbor attention: 5), bf16 on CUDA (estimated 28 + 43 + "
             "26 minutes on one H100)"
         ),
         "backbone": "minilm",

@@ -157,9 +157,9 @@ def test_gpu_profile_runs_issue_25_then_issue_23_after_issue_22_on_three_seeds()
     assert {r.seed for r in later} == {0, 1, 2}  # stage_seeds: the first 3 of the profile's 5
     assert [r.seed for r in later[:first_na]] == sorted(r.seed for r in later[:first_na])
     arms = {c.name: len(quality.profile_arms(c, "gpu")) for c in quality.COMPARISONS}
-    assert arms["seaver"] == 3 and arms["csr-tri"] == 5 and arms["csr-bi"] == 3 and arms["seaver-absa"] == 6
+    assert arms["seaver"] == 3 and arms["csr-tri"] == 7 and arms["csr-bi"] == 3 and arms["seaver-absa"] == 6
     per_seed = arms["seaver"] + 2 * arms["seaver-absa"] + arms["csr-tri"] + arms["csr-bi"] + arms["neighbor-attention"]
-    assert len(later) == 3 * per_seed == 3 * 38
+    assert len(later) == 3 * per_seed == 3 * 40
     # synthetic: cpu-full's synthetic budget
     full = {(r.comparison.name, r.arm.label): r.train_args for r in quality.plan_runs("cpu-full", (0,))}
     for run in (r for r in later if r.dataset == "synthetic"):

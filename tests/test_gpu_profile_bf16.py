@@ -43,7 +43,7 @@ def _tiny_overrides(overrides: dict) -> dict:
 
 
 @pytest.mark.parametrize("run", _gpu_arms(), ids=lambda run: f"{run.comparison.name}:{run.arm.label}:{run.dataset}")
-def test_every_gpu_profile_arm_trains_under_bf16_autocast(run, tmp_path):
+def test_every_gpu_profile_arm_trains_under_bf16_autocast(run, tmp_path, data_dir):
     assert run.train_args.get("bf16") is True  # what the profile asks for on CUDA
     args = {
         **run.train_args,
@@ -57,5 +57,5 @@ def test_every_gpu_profile_arm_trains_under_bf16_autocast(run, tmp_path):
     args.pop("synthetic_train_size", None)
     arm = quality.Arm(run.arm.label, run.arm.model, _tiny_overrides(run.arm.overrides))
     argv = quality.train_argv(arm, run.dataset, 0, args, "tiny-bert", tmp_path)
-    result = train_main([*argv, "--use_cpu", "True", "--disable_tqdm", "True"])
+    result = train_main([*argv, "--data_dir", str(data_dir), "--use_cpu", "True", "--disable_tqdm", "True"])
     assert result["train_steps"] == 2 and math.isfinite(result["metrics"]["train_loss"])

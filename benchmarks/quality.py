@@ -253,6 +253,13 @@ COMPARISONS = [
                 {"integration": "mix", "combined_dropout": False},
                 profiles=PEER_PROFILES,
             ),
+            # the same with the 10x slower gate: the combined heads come in only as far as the data keep pushing them
+            Arm(
+                "comateformer (mix, no M dropout, scale 10)",
+                "comateformer",
+                {"integration": "mix", "combined_dropout": False, "mix_scale": 10.0},
+                profiles=PEER_PROFILES,
+            ),
         ),
         ("sick-e", "mrpc", "stsb", "rte"),
     ),

@@ -32,7 +32,7 @@ Profiles:
   grid on seeds 0-4; then issue 25's conditional comparisons (`seaver` and both CSR comparisons on synthetic at
   `cpu-full`'s synthetic budget, `seaver-absa` on both ABSA domains) and issue 23's neighbor attention on SICK-E at
   the paper's 5 epochs (`comparison_args`), these two stages on seeds 0-2 (`stage_seeds`). The comment above
-  `PROFILES["gpu"]` estimates 33 + 43 + 26 minutes on one H100.
+  `PROFILES["gpu"]` estimates 36 + 43 + 26 minutes on one H100.
 
 Training arguments of a run, later ones winning: the profile's `args`, its `dataset_args` for the run's data set,
 its `comparison_args` for the run's comparison, the comparison's `train_args`, the arm's `train_args` (then, on CUDA,
@@ -258,6 +258,19 @@ COMPARISONS = [
                 "comateformer (mix, no M dropout, scale 10)",
                 "comateformer",
                 {"integration": "mix", "combined_dropout": False, "mix_scale": 10.0},
+                profiles=PEER_PROFILES,
+            ),
+            # the issue's open-gate suggestion: N centred per row (2 sigmoid(N - mean N), about 1 for a typical key)
+            # and M divided by the row's key count, so C is on S's scale (||C|| / ||S|| about 0.5 at initialisation)
+            Arm(
+                "comateformer (mix, count, centred gate, no M dropout)",
+                "comateformer",
+                {
+                    "integration": "mix",
+                    "combined_dropout": False,
+                    "key_normalization": "count",
+                    "center_difference": True,
+                },
                 profiles=PEER_PROFILES,
             ),
         ),
@@ -550,15 +563,15 @@ PROFILES = {
     },
     # Measured so far (one H100, 2026-11-26, `--workers 4`, `benchmarks/results/gpu`): with four runs sharing the GPU,
     # a SICK-E run (417 steps) took 17.1 s wall for the plain arm and 37.0 s for Comateformer's paper form, loading
-    # and evaluation included; at that pace issue 22's stage (205 runs) would take about 15-32 minutes.
+    # and evaluation included; at that pace issue 22's stage (220 runs) would take about 16-34 minutes.
     # Budget estimate written before any GPU run. On one H100 in one process, MiniLM at
     # batch 32 and length <= 128 is launch-bound, not FLOP-bound: about 20 ms a training step for a transformer arm
     # (Trainer host work and ~450 kernels; 6 * 22M parameters * 2k tokens is 0.3 TFLOP, ~2 ms) and about 12 ms for a
     # Siamese host (cuDNN LSTMs on MiniLM's word embeddings), plus ~2.5 s a run (model from disk, tokenising the
     # split, dev evaluation at batch 256).
-    # Issue 22's stage, 41 runs a seed: 8 transformer arms x (540 + 417 + 345) steps (STS-B, SICK-E, MRPC at 3
-    # epochs) = 10,416 steps, 208 s; 17 Siamese runs x 417 steps = 7,089 steps, 85 s; 41 x 2.5 s = 103 s; about 396 s
-    # a seed, 33 minutes for 5 seeds (in one process; `--workers` runs several at once).
+    # Issue 22's stage, 44 runs a seed: 9 transformer arms x (540 + 417 + 345) steps (STS-B, SICK-E, MRPC at 3
+    # epochs) = 11,718 steps, 234 s; 17 Siamese runs x 417 steps = 7,089 steps, 85 s; 44 x 2.5 s = 110 s; about 429 s
+    # a seed, 36 minutes for 5 seeds (in one process; `--workers` runs several at once).
     # Issue 25's stage, 25 runs a seed: on synthetic (24,000 rows, 2 epochs, batch 32: 1,500 steps) the cross-encoder,
     # SEAVER and its random-reweighting control (one backbone pass plus the reweighting, ~23 ms a step) 4,500 steps,
     # 102 s; csr-tri's 7 arms at ~45 ms (condition and both sentences: three backbone passes) 10,500 steps, 473 s;
@@ -570,15 +583,15 @@ PROFILES = {
     # neighbor-attention runs (about 2.5x a full step: 35 s each) 280 s; the adaptation step once (1,500 MLM steps,
     # ~25 s); each run's [MASK] expressiveness on its 495 dev rows and 1,000 e-SNLI dev rows (`esnli_rows`) on the GPU,
     # ~5 s; 15 x (2.5 + 5) s = 113 s; about 515 s a seed, 26 minutes for 3 seeds.
-    # 5 seeds everywhere would be 33 + 71 + 43 = 147 minutes, so the new stages run the first 3 seeds (`stage_seeds`):
-    # 33 + 43 + 26 = about 102 minutes in all (about 116 at 25 ms a transformer step and 15 ms a Siamese one), over the
-    # 25 minutes the issues ask for. Each stage is seed-major and issue 22's comes first, so `--max_runs 123` (3
+    # 5 seeds everywhere would be 36 + 71 + 43 = 150 minutes, so the new stages run the first 3 seeds (`stage_seeds`):
+    # 36 + 43 + 26 = about 105 minutes in all (about 120 at 25 ms a transformer step and 15 ms a Siamese one), over the
+    # 25 minutes the issues ask for. Each stage is seed-major and issue 22's comes first, so `--max_runs 132` (3
     # seeds) or `--seeds 0 1 2 3` keeps whole seeds, and `--only` splits the later stages over several launches, if the
     # first seed's time (printed with each run) says it would not fit.
     "gpu": {
         "about": (
             "issue 22's required grid (5 seeds), then issue 25's conditional comparisons and issue 23's neighbor "
-            "attention (3 seeds); 3 epochs (synthetic: 2, neighbor attention: 5), bf16 on CUDA (estimated 33 + 43 + "
+            "attention (3 seeds); 3 epochs (synthetic: 2, neighbor attention: 5), bf16 on CUDA (estimated 36 + 43 + "
             "26 minutes on one H100)"
         ),
         "backbone": "minilm",

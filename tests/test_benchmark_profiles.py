@@ -269,7 +269,7 @@ def test_list_prints_every_planned_run_with_counts_and_trains_nothing(tmp_path, 
     lines = [line for line in capsys.readouterr().out.splitlines() if not line.startswith("#")]
     arms = {c.name: len(quality.profile_arms(c, "cpu-full")) for c in quality.COMPARISONS}
     expected = 2 * 3 * (arms["cross-encoder"] + arms["comateformer"])  # seeds x data sets x arms
-    assert arms["comateformer"] == 7 and len(lines) == expected + 1
+    assert arms["comateformer"] == 8 and len(lines) == expected + 1
     rows, epochs = {"stsb": 5749, "sick-e": 4439, "mrpc": 3668}, {"stsb": 1, "sick-e": 2, "mrpc": 2}
     examples = 0
     for line in lines[:-1]:

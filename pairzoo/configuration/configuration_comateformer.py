@@ -104,6 +104,12 @@ class ComateformerConfig(LabelledConfig):
       -0.20, +0.20, 0.00; 0, 0, 0). That meets "plain - 0.5" everywhere, but by leaving the backbone as it is: the
       per-layer mean mix gate (over heads, signed) ends within +-0.007, the paper's gate stays nearly closed
       (0.001-0.009) and ||C|| / ||S|| is 0.03-0.16 (training logs of the 9 runs), and the dev scores are plain's.
+      Letting the combined heads in further costs more on MRPC: with the gate opened and C put on S's scale
+      (`key_normalization="count"`, `center_difference=True`, no dropout on M, `mix_scale` 100; mean gate 0.99,
+      ||C|| / ||S|| 0.42-0.52) MRPC is 72.79 +- 0.85 (-1.39; per seed -0.98, -0.98, -2.21), not run further. In
+      all 12 runs of these two arms (the first with training logs of the mix gate) layer 1's mean mix gate ends
+      negative (-0.004 to -0.006 at `mix_scale` 10, -0.035 to -0.043 here): training moves those heads away from
+      the combined head's output, not toward it.
     - `key_normalization="count"`: M divided by the number of valid keys of its row (output = the mean of the
       gated values instead of their sum), so C no longer grows with the length (with the paper's nearly closed
       gate C is then 0.0002-0.01x S on MiniLM: pair it with an open gate, `center_difference` or `gate_bias`);

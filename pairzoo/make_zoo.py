@@ -92,8 +92,9 @@ ZOO = (
         {"learning_rate": 1e-3, "num_train_epochs": 3},
         why="RE2 with SFA in a gated skip connection, the hosts' own schedule: the one Siamese configuration whose "
         "blocks gain beyond the seed spread over both the host (77.10 +- 0.31 against 75.22 +- 0.82) and its "
-        "frozen-gate control (74.68 +- 0.51), cpu-full SICK-E, seeds 0-2 (on MRPC, seed 0, it is 0.49 below its "
-        "control); as printed (no skip connection) SFA loses 9.2 points to RE2 (issue 22)",
+        "frozen-gate control (74.68 +- 0.51), cpu-full SICK-E, seeds 0-2 (on MRPC, seeds 0-2, it is 1.06 below its "
+        "control, inside the spread, and every RE2 arm is below the majority class); as printed (no skip "
+        "connection) SFA loses 9.2 points to RE2 (issue 22)",
     ),
     ZooEntry(
         "seaver-absa-restaurants",

@@ -81,4 +81,28 @@ def write_text_atomic(path: "str | os.PathLike", text: str) -> None:
         raise
 
 
-__all__ = ["give_plain_modes", "make_temporary_folder", "replace_folder", "temporary_sibling", "write_text_atomic"]
+def check_output_folder(path: "str | os.PathLike", flag: str = "--output_dir") -> Path:
+    """A ValueError naming `flag` unless `path` is a folder this process can write into, or a folder it can create
+    (every existing parent a writable folder); nothing is created. Returns `path` as a Path."""
+    path = Path(path)
+    for folder in (path, *path.parents):
+        if not os.path.lexists(folder):
+            continue
+        if not folder.is_dir():
+            where = "is a file" if folder == path else f"is under {str(folder)!r}, which is a file"
+            raise ValueError(f"`{flag}` {str(path)!r} {where}, not a folder.")
+        if not os.access(folder, os.W_OK | os.X_OK):
+            where = "is not writable" if folder == path else f"cannot be created: {str(folder)!r} is not writable"
+            raise ValueError(f"`{flag}` {str(path)!r} {where}.")
+        return path
+    return path
+
+
+__all__ = [
+    "check_output_folder",
+    "give_plain_modes",
+    "make_temporary_folder",
+    "replace_folder",
+    "temporary_sibling",
+    "write_text_atomic",
+]

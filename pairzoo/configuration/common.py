@@ -89,6 +89,33 @@ def coerce_backbone_config(backbone_config: "PretrainedConfig | dict | None") ->
     raise ValueError(f"`backbone_config` must be a PretrainedConfig, a dict or None, got {type(backbone_config)!r}.")
 
 
+# Learned-position encoders whose position ids start after the padding index (`padding_idx + 1`), so
+# `max_position_embeddings` counts `pad_token_id + 1` positions no token can use.
+_OFFSET_POSITION_TYPES = ("roberta", "xlm-roberta", "camembert", "data2vec-text", "xmod", "roberta-prelayernorm")
+
+
+def max_sequence_length(backbone_config: "PretrainedConfig | None") -> "int | None":
+    """The most tokens one input of `backbone_config`'s encoder can hold (its learned positions), None where the
+    config states no limit."""
+    positions = getattr(backbone_config, "max_position_embeddings", None)
+    if not isinstance(positions, int) or isinstance(positions, bool):
+        return None
+    if getattr(backbone_config, "model_type", None) in _OFFSET_POSITION_TYPES:
+        positions -= (getattr(backbone_config, "pad_token_id", None) or 0) + 1
+    return positions
+
+
+def check_max_length(max_length: int, backbone_config: "PretrainedConfig | None", name: str = "max_length") -> None:
+    """A ValueError naming `name` when `max_length` tokens exceed what the backbone's positions can hold."""
+    limit = max_sequence_length(backbone_config)
+    if limit is not None and max_length > limit:
+        kind = getattr(backbone_config, "model_type", "backbone")
+        raise ValueError(
+            f"`{name}` is {max_length}, above the backbone's limit of {limit} tokens (its {kind} config's "
+            f"`max_position_embeddings`); use a value <= {limit}."
+        )
+
+
 def check_choice(field: str, value: Any, choices: "tuple | list") -> None:
     """Raise a ValueError naming `field` unless `value` is one of `choices`."""
     if value not in choices:

@@ -1,0 +1,343 @@
+r"""Tuned comparisons: every arm of a comparison trains as long as it needs before it is compared.
+
+At one fixed recipe a baseline can be under-trained while a method with an extra path converges faster, and the
+comparison then credits the method. Here every arm of a comparison (baseline, method, control) gets the same small
+grid of learning rate x epochs (`grid_for`), on top of the `cpu-full` profile's recipe (`benchmarks/quality.py`):
+
+1. selection: each grid setting trains once at seed 0 and is scored on the dev split; the arm's setting is the one
+   with the best main metric (accuracy, or Spearman), ties going to the earlier setting of the grid (the smaller
+   learning rate, then the fewer epochs);
+2. final: the chosen setting trains on the other seeds (the seed-0 selection run is reused as seed 0).
+
+Selecting on seed 0's dev score and reporting the mean over seeds 0-2 on the same dev split favours every arm alike
+(each gets its best setting), so the comparison between arms stays fair; the seed-0 values carry the selection's
+optimism and seeds 1-2 do not.
+
+Each run is one `pairzoo.train` run, written atomically as one JSON file under `<output_dir>/runs/` (the quality
+benchmark's record plus `tuning`: the grid, the stage and the setting); existing files are kept, so an interrupted
+command resumes. `--report` writes `<output_dir>/RESULTS.md` and `summary.json`: per comparison and data set, each
+arm's chosen setting and seed-0 grid, its tuned mean ± std, the verdict against the tuned baseline and, beside it,
+labelled, the same arms at the peer recipe (the `cpu-full` run files).
+
+    python benchmarks/tune.py --only seaver-absa --datasets absa-laptops \
+        --arms "cross-encoder (transform)" "seaver (alpha 2)" "seaver (random reweighting)"
+    python benchmarks/tune.py --only siamese-re2 --datasets sick-e --list
+    python benchmarks/tune.py --report --readme docs/results.md
+"""
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing pairzoo
+
+from benchmarks.quality import (  # noqa: E402
+    PROFILES,
+    REPO,
+    Arm,
+    Comparison,
+    PlannedRun,
+    available_comparisons,
+    environment,
+    profile_arms,
+    profile_train_args,
+    run_id,
+    train_and_record,
+    write_json_atomic,
+)
+from pairzoo.fileio import write_text_atomic  # noqa: E402
+from pairzoo.hub_cards.results import main_metric  # noqa: E402
+
+BASE_PROFILE = "cpu-full"
+DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "tuned-cpu-full"
+PEER_RECIPE_DIR = REPO / "benchmarks" / "results" / BASE_PROFILE
+SEEDS = (0, 1, 2)
+# Fine-tuned encoders: around the peer's learning rate 2e-5, and its 2 epochs against 5.
+ENCODER_GRID = {"learning_rate": (2e-5, 5e-5, 1e-4), "num_train_epochs": (2, 5)}
+# An arm trained at its own learning rate L (the Siamese hosts' 1e-3, BitFit's): L / 3, L and 3 L.
+OWN_RATE_STEPS = (1 / 3, 1.0, 3.0)
+
+
+def grid_for(comparison: Comparison, arm: Arm) -> "list[dict]":
+    """The settings an arm is tuned over, in tie-breaking order: the encoder grid, or, for an arm or comparison with
+    its own learning rate L and epochs E, L / 3, L, 3 L x E, 2 E."""
+    own = {**comparison.train_args, **arm.train_args}
+    if "learning_rate" in own:
+        rates = tuple(float(f"{own['learning_rate'] * step:.3g}") for step in OWN_RATE_STEPS)
+        epochs = own.get("num_train_epochs", PROFILES[BASE_PROFILE]["args"]["num_train_epochs"])
+        grid = {"learning_rate": rates, "num_train_epochs": (epochs, 2 * epochs)}
+    else:
+        grid = ENCODER_GRID
+    return [
+        {"learning_rate": lr, "num_train_epochs": epochs}
+        for lr in grid["learning_rate"]
+        for epochs in grid["num_train_epochs"]
+    ]
+
+
+def setting_label(setting: dict) -> str:
+    return f"lr {setting['learning_rate']:g}, {setting['num_train_epochs']:g} epochs"
+
+
+@dataclass(frozen=True)
+class TunedRun:
+    """One run of the tuning plan: an arm at one grid setting and seed; `stage` is "select" or "final"."""
+
+    comparison: Comparison
+    arm: Arm
+    dataset: str
+    seed: int
+    setting: dict
+    stage: str
+
+    @property
+    def id(self) -> str:
+        lr, epochs = self.setting["learning_rate"], self.setting["num_train_epochs"]
+        return f"{run_id(self.comparison, self.arm, self.dataset, self.seed)}__lr{lr:g}__ep{epochs:g}"
+
+    def planned(self) -> PlannedRun:
+        args = profile_train_args(self.comparison, self.arm, PROFILES[BASE_PROFILE], self.dataset) | self.setting
+        return PlannedRun(self.comparison, self.arm, self.comparison.baseline, self.dataset, self.seed, args)
+
+
+def select(scores: "dict[int, float | None]", grid: "list[dict]") -> "dict | None":
+    """The grid setting with the highest score (`scores[i]` for `grid[i]`; None where the metric was undefined), ties
+    to the earlier setting; None until every setting has a score or the grid has no defined score."""
+    if len(scores) < len(grid):
+        return None
+    defined = [(score, -i) for i, score in scores.items() if score is not None]
+    return grid[-max(defined)[1]] if defined else None
+
+
+def read_run(path: Path) -> "dict | None":
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def run_score(record: dict) -> "float | None":
+    """A run's main dev metric (None where it was undefined)."""
+    return record["metrics"].get(main_metric(record["metrics"]))
+
+
+def selection_scores(comparison: Comparison, arm: Arm, dataset: str, runs_dir: Path) -> "dict[int, float | None]":
+    """Seed-0 scores of the arm's grid settings that have run, by grid index."""
+    scores = {}
+    for i, setting in enumerate(grid_for(comparison, arm)):
+        record = read_run(runs_dir / f"{TunedRun(comparison, arm, dataset, 0, setting, 'select').id}.json")
+        if record is not None:
+            scores[i] = run_score(record)
+    return scores
+
+
+def plan(comparisons: "list[Comparison]", datasets: "tuple | None", arms: "tuple | None", runs_dir: Path) -> list:
+    """Selection runs of every arm first, then the final runs of the arms whose selection is complete."""
+    pairs = [
+        (c, a, d)
+        for c in comparisons
+        for d in c.datasets
+        if datasets is None or d in datasets
+        for a in profile_arms(c, BASE_PROFILE)
+        if arms is None or a.label in arms
+    ]
+    runs = [TunedRun(c, a, d, 0, s, "select") for c, a, d in pairs for s in grid_for(c, a)]
+    for c, a, d in pairs:
+        chosen = select(selection_scores(c, a, d, runs_dir), grid_for(c, a))
+        if chosen is not None:
+            runs += [TunedRun(c, a, d, seed, chosen, "final") for seed in SEEDS if seed != 0]
+    return runs
+
+
+def train(run: TunedRun, runs_dir: Path, env: dict) -> dict:
+    record = train_and_record(run.planned(), BASE_PROFILE, PROFILES[BASE_PROFILE]["backbone"], runs_dir.parent, env)
+    record["profile"] = "tuned-" + BASE_PROFILE
+    record["tuning"] = {
+        "stage": run.stage,
+        "setting": run.setting,
+        "grid": grid_for(run.comparison, run.arm),
+        "selection": "best dev main metric at seed 0, ties to the earlier grid setting",
+    }
+    write_json_atomic(runs_dir / f"{run.id}.json", record)
+    return record
+
+
+def run_all(comparisons: list, datasets: "tuple | None", arms: "tuple | None", output_dir: Path) -> None:
+    """Train every planned run that has no file yet, re-planning after each so the final runs follow the selection."""
+    runs_dir = output_dir / "runs"
+    env = environment()
+    while True:
+        pending = [r for r in plan(comparisons, datasets, arms, runs_dir) if not (runs_dir / f"{r.id}.json").exists()]
+        if not pending:
+            return
+        run = pending[0]
+        t0 = time.time()
+        record = train(run, runs_dir, env)
+        print(f"{run.id}: {run_score(record)} ({time.time() - t0:.0f} s; {len(pending) - 1} planned after it)")
+
+
+# ---- report ----------------------------------------------------------------------------------------------------
+
+
+def _mean_std(values: "list[float]") -> "tuple[float, float]":
+    return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def verdict(values: "list[float]", base: "list[float]") -> str:
+    """ "gain" / "loss" when the difference of means exceeds the sum of the two seed stds, "tie" within it,
+    "open" while either side has fewer than 3 seeds."""
+    if len(values) < len(SEEDS) or len(base) < len(SEEDS):
+        return "open"
+    (mean, std), (base_mean, base_std) = _mean_std(values), _mean_std(base)
+    if abs(mean - base_mean) <= std + base_std:
+        return "tie"
+    return "gain" if mean > base_mean else "loss"
+
+
+def summarise_tuned(runs: "list[dict]", peer_runs: "list[dict]") -> "list[dict]":
+    """One row per (comparison, data set, arm): the seed-0 grid, the chosen setting, the tuned values over seeds, the
+    verdict against the tuned baseline, and the arm at the peer recipe with its verdict against that baseline."""
+    rows: dict = {}
+    for run in runs:
+        key = (run["comparison"], run["dataset"], run["arm"])
+        row = rows.setdefault(
+            key,
+            {"comparison": key[0], "dataset": key[1], "arm": key[2], "baseline": run["baseline"], "grid": {}},
+        )
+        row["metric"] = main_metric(run["metrics"]).removeprefix("validation_")
+        if run["tuning"]["stage"] == "select":
+            row["grid"][setting_label(run["tuning"]["setting"])] = run_score(run)
+    comparisons = {c.name: c for c in available_comparisons()}
+    for row in rows.values():
+        comparison = comparisons[row["comparison"]]
+        arm = next(a for a in comparison.arms if a.label == row["arm"])
+        grid = grid_for(comparison, arm)
+        scores = {i: row["grid"].get(setting_label(s)) for i, s in enumerate(grid) if setting_label(s) in row["grid"]}
+        chosen = select(scores, grid)
+        row["chosen"] = None if chosen is None else setting_label(chosen)
+        row["values"] = {}
+        for run in runs:
+            same = (run["comparison"], run["dataset"], run["arm"]) == (row["comparison"], row["dataset"], row["arm"])
+            if same and chosen is not None and run["tuning"]["setting"] == chosen and run_score(run) is not None:
+                row["values"][run["seed"]] = run_score(run)
+        row["peer_recipe"] = {
+            r["seed"]: run_score(r)
+            for r in peer_runs
+            if (r["comparison"], r["dataset"], r["arm"]) == (row["comparison"], row["dataset"], row["arm"])
+            and run_score(r) is not None
+        }
+    for row in rows.values():
+        base = next(
+            (
+                b
+                for b in rows.values()
+                if b["baseline"] and (b["comparison"], b["dataset"]) == (row["comparison"], row["dataset"])
+            ),
+            None,
+        )
+        if row["baseline"] or base is None:
+            row["verdict"] = row["peer_recipe_verdict"] = None
+            continue
+        row["verdict"] = verdict(list(row["values"].values()), list(base["values"].values()))
+        row["peer_recipe_verdict"] = verdict(list(row["peer_recipe"].values()), list(base["peer_recipe"].values()))
+    return list(rows.values())
+
+
+def _cell(values: "dict[int, float]") -> str:
+    if not values:
+        return "—"
+    mean, std = _mean_std(list(values.values()))
+    seeds = ",".join(str(s) for s in sorted(values))
+    return f"{mean:.2f} ± {std:.2f} (seeds {seeds})" if len(values) > 1 else f"{mean:.2f} (seed {seeds})"
+
+
+def tuned_markdown(rows: "list[dict]") -> str:
+    """The tuned comparison tables, one per (comparison, data set)."""
+    parts = [
+        "Every arm tuned over the same grid on top of the `cpu-full` recipe (batch 16, warmup 0.1, weight decay "
+        "0.01, length 128, bundled MiniLM), selected on dev at seed 0 (best main metric, ties to the smaller "
+        "setting), then run at its chosen setting on seeds 0-2 (`benchmarks/tune.py`). Verdict: gain / loss when the "
+        "difference of means exceeds the sum of the two seed stds, else tie; open while a side has < 3 seeds. The "
+        "peer-recipe columns are the same arms at the fixed `cpu-full` recipe, labelled, for contrast."
+    ]
+    for key in dict.fromkeys((r["comparison"], r["dataset"]) for r in rows):
+        group = [r for r in rows if (r["comparison"], r["dataset"]) == key]
+        lines = [
+            "| arm | seed-0 grid (dev " + group[0]["metric"] + ") | chosen | tuned | verdict vs tuned baseline "
+            "| peer recipe | verdict vs peer-recipe baseline |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for r in sorted(group, key=lambda r: not r["baseline"]):
+            grid = "; ".join(f"{k}: {'undefined' if v is None else f'{v:.2f}'}" for k, v in r["grid"].items())
+            cells = [
+                r["arm"] + (" (baseline)" if r["baseline"] else ""),
+                grid,
+                r["chosen"] or "selection incomplete",
+                _cell(r["values"]),
+                r["verdict"] or "—",
+                _cell(r["peer_recipe"]),
+                r["peer_recipe_verdict"] or "—",
+            ]
+            lines.append("| " + " | ".join(cells) + " |")
+        parts += [f"#### {key[0]}, {key[1]}", "\n".join(lines)]
+    return "\n\n".join(parts)
+
+
+def load_run_files(folder: Path) -> "list[dict]":
+    runs_dir = folder / "runs"
+    return [json.loads(p.read_text()) for p in sorted(runs_dir.glob("*.json"))] if runs_dir.is_dir() else []
+
+
+def report(output_dir: Path, readme: "Path | None") -> str:
+    """Write `RESULTS.md` and `summary.json` beside the run files (and the section of `readme`); returns the text."""
+    from benchmarks.report import readme_with_section
+
+    runs = load_run_files(output_dir)
+    if not runs:
+        raise SystemExit(f"no run files under {str(output_dir / 'runs')!r}: run benchmarks/tune.py first.")
+    rows = summarise_tuned(runs, load_run_files(PEER_RECIPE_DIR))
+    text = tuned_markdown(rows)
+    write_text_atomic(output_dir / "RESULTS.md", "# Tuned comparisons\n\n" + text + "\n")
+    write_text_atomic(output_dir / "summary.json", json.dumps(rows, indent=2))
+    if readme is not None:
+        heading = "Results, tuned comparisons (every arm over the same grid, selected on dev)"
+        updated = readme_with_section(readme.read_text(), text, output_dir.name, heading)
+        write_text_atomic(readme, updated)
+    return text
+
+
+def main(argv: "list[str] | None" = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--output_dir", type=Path, default=DEFAULT_OUTPUT)
+    parser.add_argument("--only", nargs="+", default=None, help="comparison names (default: all)")
+    parser.add_argument("--datasets", nargs="+", default=None, help="of those, only these data sets")
+    parser.add_argument("--arms", nargs="+", default=None, help="of those, only these arm labels")
+    parser.add_argument("--list", action="store_true", help="print the planned runs, done or not; train nothing")
+    parser.add_argument("--report", action="store_true", help="write RESULTS.md and summary.json; train nothing")
+    parser.add_argument("--readme", type=Path, default=None, help="with --report: also update this file's section")
+    args = parser.parse_args(argv)
+    known = {c.name: c for c in available_comparisons()}
+    unknown = sorted(set(args.only or ()) - set(known))
+    if unknown:
+        parser.error(f"--only: unknown comparison(s) {unknown}; known: {sorted(known)}")
+    comparisons = [known[n] for n in args.only] if args.only else list(known.values())
+    arms = tuple(args.arms) if args.arms else None
+    labels = {a.label for c in comparisons for a in profile_arms(c, BASE_PROFILE)}
+    if arms and set(arms) - labels:
+        parser.error(f"--arms: unknown arm(s) {sorted(set(arms) - labels)}; known: {sorted(labels)}")
+    if args.report:
+        print(report(args.output_dir, args.readme))
+        return
+    datasets = tuple(args.datasets) if args.datasets else None
+    if args.list:
+        runs_dir = args.output_dir / "runs"
+        for run in plan(comparisons, datasets, arms, runs_dir):
+            done = "done" if (runs_dir / f"{run.id}.json").exists() else "to run"
+            print(f"{run.stage:6} {run.id} ({setting_label(run.setting)}): {done}")
+        return
+    run_all(comparisons, datasets, arms, args.output_dir)
+
+
+if __name__ == "__main__":
+    main()

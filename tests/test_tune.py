@@ -1,0 +1,94 @@
+"""The tuning stage: each arm's grid, selection on seed 0's dev score (best, ties to the earlier setting), the final
+runs at the chosen setting, and verdicts against the tuned baseline."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks import tune  # noqa: E402
+
+COMPARISONS = {c.name: c for c in tune.available_comparisons()}
+
+
+def _arm(comparison: str, label: str):
+    return next(a for a in COMPARISONS[comparison].arms if a.label == label)
+
+
+def test_select_picks_the_best_setting_and_breaks_ties_towards_the_earlier_one() -> None:
+    grid = [{"learning_rate": lr, "num_train_epochs": 2} for lr in (1, 2, 3, 4)]
+    assert tune.select({0: 70.0, 1: 75.0, 2: 71.0, 3: 74.0}, grid) == grid[1]
+    assert tune.select({0: 70.0, 1: 75.0, 2: 75.0, 3: 74.0}, grid) == grid[1]
+    assert tune.select({0: None, 1: 60.0, 2: None, 3: 59.0}, grid) == grid[1]
+    assert tune.select({0: 70.0, 1: 75.0}, grid) is None  # selection waits for the whole grid
+    assert tune.select({0: None, 1: None, 2: None, 3: None}, grid) is None
+
+
+def test_encoder_arms_share_the_grid_and_own_rate_arms_are_tuned_around_their_rate() -> None:
+    comparison = COMPARISONS["seaver-absa"]
+    grids = [tune.grid_for(comparison, arm) for arm in comparison.arms]
+    assert all(grid == grids[0] for grid in grids)
+    assert {(s["learning_rate"], s["num_train_epochs"]) for s in grids[0]} == {
+        (lr, e) for lr in (2e-5, 5e-5, 1e-4) for e in (2, 5)
+    }
+    re2 = COMPARISONS["siamese-re2"]
+    own = {(s["learning_rate"], s["num_train_epochs"]) for s in tune.grid_for(re2, re2.baseline)}
+    assert own == {(lr, e) for lr in (3.33e-4, 1e-3, 3e-3) for e in (3, 6)}
+
+
+def test_run_all_trains_the_grid_at_seed_0_then_the_chosen_setting_on_the_other_seeds(tmp_path, monkeypatch) -> None:
+    comparison = COMPARISONS["seaver-absa"]
+    arms = ("cross-encoder (transform)", "seaver (alpha 2)")
+    best = {arms[0]: (1e-4, 5), arms[1]: (2e-5, 2)}  # a grid whose best setting is known, per arm
+    trained = []
+
+    def fake_train(run, runs_dir, env):
+        setting = (run.setting["learning_rate"], run.setting["num_train_epochs"])
+        score = 80.0 if setting == best[run.arm.label] else 70.0 + run.setting["num_train_epochs"]
+        record = {
+            "comparison": run.comparison.name,
+            "arm": run.arm.label,
+            "baseline": run.arm == run.comparison.baseline,
+            "dataset": run.dataset,
+            "seed": run.seed,
+            "metrics": {"validation_accuracy": score + run.seed},
+            "tuning": {"stage": run.stage, "setting": run.setting},
+        }
+        tune.write_json_atomic(runs_dir / f"{run.id}.json", record)
+        trained.append((run.arm.label, run.stage, run.seed, setting))
+        return record
+
+    monkeypatch.setattr(tune, "train", fake_train)
+    monkeypatch.setattr(tune, "environment", dict)
+    tune.run_all([comparison], ("absa-laptops",), arms, tmp_path)
+    for label in arms:
+        select = [t for t in trained if t[0] == label and t[1] == "select"]
+        final = [t for t in trained if t[0] == label and t[1] == "final"]
+        assert len(select) == 6 and {t[2] for t in select} == {0}
+        assert sorted((t[2], t[3]) for t in final) == [(1, best[label]), (2, best[label])]
+    count = len(trained)
+    tune.run_all([comparison], ("absa-laptops",), arms, tmp_path)  # resumes: nothing left to train
+    assert len(trained) == count
+
+    runs = tune.load_run_files(tmp_path)
+    rows = {r["arm"]: r for r in tune.summarise_tuned(runs, [])}
+    assert rows[arms[0]]["chosen"] == "lr 0.0001, 5 epochs"
+    assert rows[arms[1]]["chosen"] == "lr 2e-05, 2 epochs"
+    assert rows[arms[1]]["values"] == {0: 80.0, 1: 81.0, 2: 82.0}
+    assert rows[arms[1]]["verdict"] == "tie"  # identical values on both arms
+    assert rows[arms[0]]["verdict"] is None  # the baseline has no verdict of its own
+
+
+@pytest.mark.parametrize(
+    ("values", "base", "expected"),
+    [
+        ([80.0, 81.0, 82.0], [70.0, 71.0, 72.0], "gain"),
+        ([70.0, 71.0, 72.0], [80.0, 81.0, 82.0], "loss"),
+        ([80.0, 81.0, 82.0], [79.0, 80.5, 83.0], "tie"),
+        ([80.0, 81.0], [70.0, 71.0, 72.0], "open"),
+    ],
+)
+def test_verdict_needs_a_difference_beyond_the_summed_seed_spread(values, base, expected) -> None:
+    assert tune.verdict(values, base) == expected

@@ -1,4 +1,4 @@
-"""What a frozen backbone's [MASK] state of the neighbor-attention prompt knows about the class (issue 23).
+"""What a frozen backbone's [MASK] state of the neighbor-attention prompt knows about the class.
 
     python -m benchmarks.probe_mask --backbone minilm --dataset sick-e --output probe_mask.json
     python -m benchmarks.probe_mask --backbone backbones/minilm-tapt-sick-e   # an `adapt_mlm` folder
@@ -18,7 +18,7 @@ reports them:
   (`RidgeClassifierCV`, alphas 0.1, 1, 10, 100 chosen by leave-one-out on train; features standardised with a
   `StandardScaler` fit on train) and the alpha it chose; and, over the validation rows, `mean_pairwise_cosine` (all
   pairs i != j; null for one row) and `spread`, the mean of ||h_i - mean h|| / ||mean h||: how much the state moves
-  between inputs, relative to its size (the [MASK] state's are issue 23's numbers; the other two put them in scale);
+  between inputs, relative to its size (the [MASK] state's are the ones probed; the other two put them in scale);
 - `majority_accuracy`: the validation accuracy of always predicting train's most frequent class (`majority_class`);
 - `head`: the neighbor-attention head alone (dropout 0.1 and a linear layer, AdamW, batch 16) trained for
   `--head_epochs` on the train rows' [MASK] states, raw or standardised per dimension, at each of

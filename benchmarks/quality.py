@@ -19,28 +19,29 @@ Profiles:
   under an hour. Its numbers say that the pipeline works end to end and how each method moves at a tiny budget;
   they are not the methods' converged quality.
 - `cpu-medium`: as `cpu-small` with 2,000 training rows, length 128 and full dev splits (about 3-5 minutes a run
-  on 2 cores): the budget of the method issues' notes.
+  on 2 cores).
 - `full`: any backbone, full training splits, three epochs, each run launched with `accelerate launch` (one GPU or
   several), for a GPU machine.
-- `cpu-full`: the budget of the sentence-transformers peer (`../shared/reference/peers_minilm.json`, issue 22):
+- `cpu-full`: the budget of the sentence-transformers peer (`../shared/reference/peers_minilm.json`):
   full training and dev splits, length 128, batch 16, learning rate 2e-5, warmup 0.1, weight decay 0.01, and the
   peer's epochs per data set (STS-B 1, SICK-E 2, MRPC 2; `dataset_args`; synthetic: 24,000 rows, 2 epochs, learning
   rate 1e-4, batch 32, length 64, the budget at which the cross-encoder learns it); seeds 0-2, in this process. Its
-  runs come in `stages` (issue 22's required grid first, then the other Siamese hosts, MRPC, the other methods), each
-  stage seed-major, so a partial grid has every arm on the same seeds.
-- `gpu`: in one command on one GPU, batch 32, 3 epochs, bf16 when CUDA is available, in stages: issue 22's required
-  grid on seeds 0-4; then issue 25's conditional comparisons (`seaver` and both CSR comparisons on synthetic at
-  `cpu-full`'s synthetic budget, `seaver-absa` on both ABSA domains) and issue 23's neighbor attention on SICK-E at
-  the paper's 5 epochs (`comparison_args`), these two stages on seeds 0-2 (`stage_seeds`). The comment above
+  runs come in `stages` (the required grid `PEER_REQUIRED_GRID` first, then the other Siamese hosts, MRPC, the other
+  methods), each stage seed-major, so a partial grid has every arm on the same seeds.
+- `gpu`: in one command on one GPU, batch 32, 3 epochs, bf16 when CUDA is available, in stages: the required grid
+  `PEER_REQUIRED_GRID` on seeds 0-4; then the conditional comparisons `CONDITIONAL_COMPARISONS` (`seaver` and both
+  CSR comparisons on synthetic at `cpu-full`'s synthetic budget, `seaver-absa` on both ABSA domains) and neighbor
+  attention on SICK-E (`NEIGHBOR_ATTENTION_COMPARISONS`) at the paper's 5 epochs (`comparison_args`), these two stages
+  on seeds 0-2 (`stage_seeds`). The comment above
   `PROFILES["gpu"]` estimates 36 + 43 + 26 minutes on one H100.
 
 Training arguments of a run, later ones winning: the profile's `args`, its `dataset_args` for the run's data set,
 its `comparison_args` for the run's comparison, the comparison's `train_args`, the arm's `train_args` (then, on CUDA,
 the profile's `cuda_args`). So a method whose paper trains it differently (the Siamese hosts: learning rate 1e-3,
 3 epochs) keeps its own schedule under every profile, and only the models without one take the peer's per-data-set
-epochs. An arm or comparison with `profiles` runs only in those profiles, so issue 22's arms leave the older
-profiles' run ids as they were. An arm whose config overrides its model's config does not take (an option not in
-this checkout) is refused before anything trains, since the config would keep it as an inert attribute; `--list`
+epochs. An arm or comparison with `profiles` runs only in those profiles, so the peer profiles' own arms leave the
+earlier profiles' run ids as they were. An arm whose config overrides its model's config does not take (an option not
+in this checkout) is refused before anything trains, since the config would keep it as an inert attribute; `--list`
 names such arms. So is a plan whose runs still to run would read a data file that is not in the data folder
 (`pairzoo.training.data.resolve_data_dir`: `$PAIRZOO_DATA_DIR`, else `../shared/data`): each run's train and
 validation splits and, for the runs that score expressiveness, the dev splits `expressiveness_evaluations` reads
@@ -58,7 +59,7 @@ all); the report lists these as extra rows next to accuracy.
     python benchmarks/quality.py --profile gpu
     python benchmarks/quality.py --profile gpu --workers 4 --time_budget_s 450
 
-The GPU profile's WN18RR link prediction (CSR; issue 25) runs through `pairzoo.train_kg`, not this script:
+The GPU profile's WN18RR link prediction (CSR) runs through `pairzoo.train_kg`, not this script:
 tri-encoder (hadamard) with and without the router, the paper's router-only tri-encoder, bi-encoder, seeds 0-2,
 1,500 steps of batch 256 at lr 1e-4 (about 2.2 epochs of the 173,670 training rows with their inverses), all 3,034
 dev triples. Measured: on an H200 (2026-11-26, `benchmarks/results/gpu-kg-h200-330s`) four runs side by side train
@@ -100,11 +101,11 @@ sys.path.insert(0, str(REPO))  # run from a checkout without installing pairzoo
 
 from pairzoo.fileio import write_text_atomic  # noqa: E402
 
-# Profiles of issue 22 (the peer's budget and the GPU grid); the others are the earlier profiles, whose committed run
+# The peer profiles (the peer's budget and the GPU grid); the others are the earlier profiles, whose committed run
 # files name exactly the arms that had no `profiles` restriction then.
 PEER_PROFILES = ("cpu-full", "gpu")
 EARLIER_PROFILES = ("cpu-small", "cpu-medium", "full")
-# issue 25's CSR arms also run at cpu-medium, where the tri-encoder + router collapse was measured (about 90 s a run)
+# the CSR option arms also run at cpu-medium, where the tri-encoder + router collapse was measured (about 90 s a run)
 CSR_PROFILES = ("cpu-medium", *PEER_PROFILES)
 
 
@@ -145,7 +146,7 @@ class Comparison:
 CSR_TRI = {"architecture": "tri"}
 CSR_BI = {"architecture": "bi"}
 COMPARISONS = [
-    # pairzoo's own cross-encoder beside the sentence-transformers CrossEncoder of the peer file (issue 22)
+    # pairzoo's own cross-encoder beside the sentence-transformers CrossEncoder of the peer file
     Comparison(
         "cross-encoder", (Arm("cross-encoder", "cross-encoder"),), ("stsb", "sick-e", "mrpc"), profiles=PEER_PROFILES
     ),
@@ -159,7 +160,7 @@ COMPARISONS = [
         ),
         ("synthetic",),
     ),
-    # issue 25: SEAVER on its real-data task, the aspect term as the condition, in the official script's set-up
+    # SEAVER on its real-data task, the aspect term as the condition, in the official script's set-up
     # (the c-sts transform on in both arms); alpha 2 is the official code's value, 0 and 3 the paper's others
     Comparison(
         "seaver-absa",
@@ -171,7 +172,7 @@ COMPARISONS = [
             # the paper's Random-Augmentation ablation: the same extra path, blocks between two random parts instead
             # of sentence and condition; a control for whether the condition is what helps
             Arm("seaver (random reweighting)", "seaver", {"use_transform": True, "reweighting_source": "random"}),
-            # issue 25's head subset: half of MiniLM's 12 last-layer heads (chosen here, not taken from the paper)
+            # a head subset: half of MiniLM's 12 last-layer heads (chosen here, not taken from the paper)
             Arm("seaver (heads 0-5)", "seaver", {"use_transform": True, "reweight_heads": [0, 1, 2, 3, 4, 5]}),
         ),
         ("absa-restaurants", "absa-laptops"),
@@ -182,7 +183,7 @@ COMPARISONS = [
         (
             Arm("tri-encoder (hadamard)", "csr", {**CSR_TRI, "use_router": False, "tri_head": "hadamard"}),
             Arm("tri-encoder + router", "csr", CSR_TRI),
-            # issue 25: the router with a condition head too, in the last 3 of MiniLM's 6 layers (the paper's Fig. 4a
+            # the router with a condition head too, in the last 3 of MiniLM's 6 layers (the paper's Fig. 4a
             # sweeps the last 1-4), and the reference code's reading
             Arm("tri-encoder (hadamard) + router", "csr", {**CSR_TRI, "tri_head": "hadamard"}, profiles=CSR_PROFILES),
             Arm(
@@ -213,7 +214,7 @@ COMPARISONS = [
         (
             Arm("bi-encoder", "csr", {**CSR_BI, "use_router": False}),
             Arm("bi-encoder + router", "csr", CSR_BI),
-            # issue 25: the c-sts bi-encoder form (every token pooled, token type 1 on the condition)
+            # the c-sts bi-encoder form (every token pooled, token type 1 on the condition)
             Arm(
                 "bi-encoder (c-sts form)",
                 "csr",
@@ -229,7 +230,7 @@ COMPARISONS = [
             Arm("plain backbone", "comateformer", {"combined_layers": [], "combined_head_fraction": []}),
             # the model's defaults, whatever they are when the profile runs
             Arm("comateformer", "comateformer", profiles=EARLIER_PROFILES),
-            # issue 22: the paper's exact form and the integration options, each named by its options
+            # the paper's exact form and the integration options, each named by its options
             Arm("comateformer (paper)", "comateformer", {"integration": "paper"}, profiles=PEER_PROFILES),
             Arm("comateformer (mix)", "comateformer", {"integration": "mix"}, profiles=PEER_PROFILES),
             # mix with a 10x slower gate (g moves about 10 x the learning rate per step instead of 100 x)
@@ -260,7 +261,7 @@ COMPARISONS = [
                 {"integration": "mix", "combined_dropout": False, "mix_scale": 10.0},
                 profiles=PEER_PROFILES,
             ),
-            # the issue's open-gate suggestion: N centred per row (2 sigmoid(N - mean N), about 1 for a typical key)
+            # an open gate at the start: N centred per row (2 sigmoid(N - mean N), about 1 for a typical key)
             # and M divided by the row's key count, so C is on S's scale (||C|| / ||S|| about 0.5 at initialisation)
             Arm(
                 "comateformer (mix, count, centred gate, no M dropout)",
@@ -279,7 +280,7 @@ COMPARISONS = [
 ]
 
 MATCHERS = ("esim", "re2", "bimpm", "cafe", "diin", "drcn")
-# issue 22: SFA inside a gated skip connection, x + g SFA(x) with g zero at the start, on every host (on the full
+# SFA inside a gated skip connection, x + g SFA(x) with g zero at the start, on every host (on the full
 # SICK-E split DRCN + SFA as printed lost 20 points to DRCN; gated it stayed within DRCN's seed spread)
 GATED_SFA = {"feature_attention": "sfa", "feature_attention_residual": "gated"}
 # and DRCN + SFA with a plain skip connection, and with the squeeze of the earlier code (branches summed before the
@@ -338,7 +339,7 @@ for _matcher in MATCHERS:
             {"learning_rate": 1e-3, "num_train_epochs": 3},
         )
     )
-# issue 23: the parameter-efficient arms' learning-rate sweep (1e-3 is the arms above), chosen on dev
+# the parameter-efficient arms' learning-rate sweep (1e-3 is the arms above), chosen on dev
 NEIGHBOR_ATTENTION_SWEEP = tuple(
     Arm(
         f"{label} (batch-norm head, lr {rate})",
@@ -353,7 +354,7 @@ NEIGHBOR_ATTENTION_SWEEP = tuple(
     )
     for rate in ("3e-3", "1e-2")
 )
-# issue 23 item 3: full fine-tuning, BitFit and neighbor attention (without and with the paper's regularisers) on the
+# full fine-tuning, BitFit and neighbor attention (without and with the paper's regularisers) on the
 # task-adapted backbone, whose [MASK] has been trained to predict tokens
 NEIGHBOR_ATTENTION_ADAPTED = tuple(
     Arm(
@@ -408,7 +409,7 @@ COMPARISONS.append(
                 {"learning_rate": 1e-3},
                 profiles=PEER_PROFILES,
             ),
-            # issue 23: the same heads on the [MASK] state standardised per feature (`classifier_norm`)
+            # the same heads on the [MASK] state standardised per feature (`classifier_norm`)
             Arm(
                 "neighbor attention (batch-norm head)",
                 "neighbor-attention",
@@ -443,9 +444,9 @@ COMPARISONS.append(
 # seeded 90% of its training file (conflict rows dropped) that `pairzoo.train` trains on.
 TRAIN_ROWS = {"stsb": 5749, "sick-e": 4439, "mrpc": 3668, "rte": 2490, "absa-restaurants": 3242, "absa-laptops": 2082}
 
-# Issue 22's required grid: pairzoo's cross-encoder and Comateformer's arms on the peer's three data sets, and ESIM,
-# RE2 and DRCN (with its SFA variants) with none/FA/SFA on SICK-E.
-ISSUE22_REQUIRED = (
+# The peer profiles' required grid: pairzoo's cross-encoder and Comateformer's arms on the peer's three data sets, and
+# ESIM, RE2 and DRCN (with its SFA variants) with none/FA/SFA on SICK-E.
+PEER_REQUIRED_GRID = (
     ("cross-encoder", ("stsb", "sick-e", "mrpc")),
     ("comateformer", ("stsb", "sick-e", "mrpc")),
     ("siamese-esim", ("sick-e",)),
@@ -471,7 +472,7 @@ PEER_TRAINING = {
     "warmup_steps": 0.1,
     "weight_decay": 0.01,
 }
-# issue 25: the synthetic task's budget. In a 2-epoch schedule the cross-encoder reached dev Spearman 85.07 after half
+# The synthetic task's budget. In a 2-epoch schedule the cross-encoder reached dev Spearman 85.07 after half
 # an epoch and 87.32 after one (seed 0; with 8,000 rows x 3 epochs at this rate it stalls near 50); a 1-epoch
 # schedule (the learning rate decays to 0 over the 750 steps) is at the edge: 61.25 / 87.08 / 8.52 on seeds 0-2,
 # SEAVER 88.38 / 73.84 / 30.42. So the profile trains 2 epochs (1,500 steps, about 17 minutes a run on 2 cores):
@@ -483,19 +484,19 @@ SYNTHETIC_TRAINING = {
     "per_device_train_batch_size": 32,
     "max_length": 64,
 }
-# issue 23 item 3: the task-adaptive MLM step of the `adapted` arms (`pairzoo.adapt_mlm` flags): TAPT's learning
+# The task-adaptive MLM step of the `adapted` arms (`pairzoo.adapt_mlm` flags): TAPT's learning
 # rate, batch and warm-up (the module's defaults), 10 epochs of the task's distinct training sentences (SICK-E: about
 # 1,500 steps), sentences cut at 64 tokens, seed 0; one adapted backbone per (backbone, data set) and output folder,
 # shared by every seed and arm.
 ADAPTATION = {"num_train_epochs": 10, "learning_rate": 1e-4, "batch_size": 32, "max_length": 64, "seed": 0}
-# Issue 25's conditional comparisons and issue 23's neighbor attention on SICK-E, as (comparison, data sets) pairs.
-ISSUE25_COMPARISONS = (
+# The conditional comparisons (SEAVER, CSR) and neighbor attention on SICK-E, as (comparison, data sets) pairs.
+CONDITIONAL_COMPARISONS = (
     ("seaver-absa", ("absa-restaurants", "absa-laptops")),
     ("seaver", ("synthetic",)),
     ("csr-tri", ("synthetic",)),
     ("csr-bi", ("synthetic",)),
 )
-ISSUE23_COMPARISONS = (("neighbor-attention", ("sick-e",)),)
+NEIGHBOR_ATTENTION_COMPARISONS = (("neighbor-attention", ("sick-e",)),)
 PROFILES = {
     "cpu-small": {
         "backbone": "minilm",
@@ -537,7 +538,7 @@ PROFILES = {
         "launcher": "accelerate",
     },
     "cpu-full": {
-        "about": "the sentence-transformers peer's budget (issue 22): full splits, the peer's epochs per data set",
+        "about": "the sentence-transformers peer's budget: full splits, the peer's epochs per data set",
         "backbone": "minilm",
         "seeds": (0, 1, 2),
         "args": PEER_TRAINING,
@@ -549,50 +550,49 @@ PROFILES = {
             "absa-laptops": {"num_train_epochs": 2},
             "synthetic": SYNTHETIC_TRAINING,
         },
-        # issue 23: the neighbor-attention paper's 5 epochs (its range is 5-8) for all of that comparison's arms
+        # the neighbor-attention paper's 5 epochs (its range is 5-8) for all of that comparison's arms
         "comparison_args": {"neighbor-attention": {"num_train_epochs": 5}},
         # (comparison, data sets) in order; each stage runs seed-major before the next starts
         "stages": (
-            ISSUE22_REQUIRED,
+            PEER_REQUIRED_GRID,
             tuple((f"siamese-{m}", ("sick-e",)) for m in ("bimpm", "cafe", "diin")),
             tuple((f"siamese-{m}", ("mrpc",)) for m in MATCHERS),
-            (*ISSUE25_COMPARISONS, *ISSUE23_COMPARISONS),
+            (*CONDITIONAL_COMPARISONS, *NEIGHBOR_ATTENTION_COMPARISONS),
         ),
         "esnli_rows": 1000,
         "launcher": "in-process",
     },
     # Measured so far (one H100, 2026-11-26, `--workers 4`, `benchmarks/results/gpu`): with four runs sharing the GPU,
     # a SICK-E run (417 steps) took 17.1 s wall for the plain arm and 37.0 s for Comateformer's paper form, loading
-    # and evaluation included; at that pace issue 22's stage (220 runs) would take about 16-34 minutes.
+    # and evaluation included; at that pace the required grid's stage (220 runs) would take about 16-34 minutes.
     # Budget estimate written before any GPU run. On one H100 in one process, MiniLM at
     # batch 32 and length <= 128 is launch-bound, not FLOP-bound: about 20 ms a training step for a transformer arm
     # (Trainer host work and ~450 kernels; 6 * 22M parameters * 2k tokens is 0.3 TFLOP, ~2 ms) and about 12 ms for a
     # Siamese host (cuDNN LSTMs on MiniLM's word embeddings), plus ~2.5 s a run (model from disk, tokenising the
     # split, dev evaluation at batch 256).
-    # Issue 22's stage, 44 runs a seed: 9 transformer arms x (540 + 417 + 345) steps (STS-B, SICK-E, MRPC at 3
-    # epochs) = 11,718 steps, 234 s; 17 Siamese runs x 417 steps = 7,089 steps, 85 s; 44 x 2.5 s = 110 s; about 429 s
-    # a seed, 36 minutes for 5 seeds (in one process; `--workers` runs several at once).
-    # Issue 25's stage, 25 runs a seed: on synthetic (24,000 rows, 2 epochs, batch 32: 1,500 steps) the cross-encoder,
-    # SEAVER and its random-reweighting control (one backbone pass plus the reweighting, ~23 ms a step) 4,500 steps,
-    # 102 s; csr-tri's 7 arms at ~45 ms (condition and both sentences: three backbone passes) 10,500 steps, 473 s;
-    # csr-bi's 3 arms at ~32 ms (two passes) 4,500 steps, 144 s; seaver-absa's 6 arms x (306 + 198) steps (3 epochs of
-    # the 90% training splits, 3,242 and 2,082 rows) = 3,024 steps, 72 s; 25 x 2.5 s = 63 s; about 854 s a seed,
-    # 43 minutes for 3 seeds.
-    # Issue 23's stage, 15 runs a seed on SICK-E at the paper's 5 epochs (695 steps): full fine-tuning and BitFit,
-    # on MiniLM and on the task-adapted backbone, with the BitFit learning-rate sweep (7 runs) 4,865 steps, 97 s; the 8
-    # neighbor-attention runs (about 2.5x a full step: 35 s each) 280 s; the adaptation step once (1,500 MLM steps,
-    # ~25 s); each run's [MASK] expressiveness on its 495 dev rows and 1,000 e-SNLI dev rows (`esnli_rows`) on the GPU,
-    # ~5 s; 15 x (2.5 + 5) s = 113 s; about 515 s a seed, 26 minutes for 3 seeds.
-    # 5 seeds everywhere would be 36 + 71 + 43 = 150 minutes, so the new stages run the first 3 seeds (`stage_seeds`):
-    # 36 + 43 + 26 = about 105 minutes in all (about 120 at 25 ms a transformer step and 15 ms a Siamese one), over the
-    # 25 minutes the issues ask for. Each stage is seed-major and issue 22's comes first, so `--max_runs 132` (3
-    # seeds) or `--seeds 0 1 2 3` keeps whole seeds, and `--only` splits the later stages over several launches, if the
-    # first seed's time (printed with each run) says it would not fit.
+    # The required grid's stage, 44 runs a seed: 9 transformer arms x (540 + 417 + 345) steps (STS-B, SICK-E, MRPC at 3
+    # epochs) = 11,718 steps, 234 s; 17 Siamese runs x 417 steps = 7,089 steps, 85 s; 44 x 2.5 s = 110 s; about 429 s a
+    # seed, 36 minutes for 5 seeds (in one process; `--workers` runs several at once).
+    # The conditional stage, 25 runs a seed: on synthetic (24,000 rows, 2 epochs, batch 32: 1,500 steps) the
+    # cross-encoder, SEAVER and its random-reweighting control (one backbone pass plus the reweighting, ~23 ms a step)
+    # 4,500 steps, 102 s; csr-tri's 7 arms at ~45 ms (condition and both sentences: three backbone passes) 10,500
+    # steps, 473 s; csr-bi's 3 arms at ~32 ms (two passes) 4,500 steps, 144 s; seaver-absa's 6 arms x (306 + 198) steps
+    # (3 epochs of the 90% training splits, 3,242 and 2,082 rows) = 3,024 steps, 72 s; 25 x 2.5 s = 63 s; about 854 s a
+    # seed, 43 minutes for 3 seeds.
+    # The neighbor-attention stage, 15 runs a seed on SICK-E at the paper's 5 epochs (695 steps): full fine-tuning and
+    # BitFit, on MiniLM and on the task-adapted backbone, with the BitFit learning-rate sweep (7 runs) 4,865 steps,
+    # 97 s; the 8 neighbor-attention runs (about 2.5x a full step: 35 s each) 280 s; the adaptation step once (1,500
+    # MLM steps, ~25 s); each run's [MASK] expressiveness on its 495 dev rows and 1,000 e-SNLI dev rows (`esnli_rows`)
+    # on the GPU, ~5 s; 15 x (2.5 + 5) s = 113 s; about 515 s a seed, 26 minutes for 3 seeds.
+    # 5 seeds everywhere would be 36 + 71 + 43 = 150 minutes, so the later stages run the first 3 seeds
+    # (`stage_seeds`): 36 + 43 + 26 = about 105 minutes in all (about 120 at 25 ms a transformer step and 15 ms a
+    # Siamese one), over a 25-minute session. Each stage is seed-major and the required grid's comes first, so
+    # `--max_runs 132` (3 seeds) or `--seeds 0 1 2 3` keeps whole seeds, and `--only` splits the later stages over
+    # several launches, if the first seed's time (printed with each run) says it would not fit.
     "gpu": {
         "about": (
-            "issue 22's required grid (5 seeds), then issue 25's conditional comparisons and issue 23's neighbor "
-            "attention (3 seeds); 3 epochs (synthetic: 2, neighbor attention: 5), bf16 on CUDA (estimated 36 + 43 + "
-            "26 minutes on one H100)"
+            "the required grid (5 seeds), then the conditional comparisons and neighbor attention (3 seeds); 3 epochs "
+            "(synthetic: 2, neighbor attention: 5), bf16 on CUDA (estimated 36 + 43 + 26 minutes on one H100)"
         ),
         "backbone": "minilm",
         "seeds": (0, 1, 2, 3, 4),
@@ -603,11 +603,12 @@ PROFILES = {
             "per_device_eval_batch_size": 256,
         },
         "dataset_args": {"synthetic": SYNTHETIC_TRAINING},
-        # the neighbor-attention paper's 5 epochs; issue 22's SICK-E runs keep 3
+        # the neighbor-attention paper's 5 epochs; the required grid's SICK-E runs keep 3
         "comparison_args": {"neighbor-attention": {"num_train_epochs": 5}},
         "cuda_args": {"bf16": True},
-        "stages": (ISSUE22_REQUIRED, ISSUE25_COMPARISONS, ISSUE23_COMPARISONS),
-        # all seeds for issue 22, the first 3 for issues 25 and 23 (the budget above)
+        "stages": (PEER_REQUIRED_GRID, CONDITIONAL_COMPARISONS, NEIGHBOR_ATTENTION_COMPARISONS),
+        # all seeds for the required grid, the first 3 for the conditional and neighbor-attention stages (the budget
+        # above)
         "stage_seeds": (None, 3, 3),
         "esnli_rows": 1000,
         "launcher": "in-process",
@@ -891,7 +892,7 @@ def expressiveness_evaluations(dataset: str, args: dict, esnli_rows: "int | None
 
 
 def expressiveness_metrics(export_dir: Path, dataset: str, args: dict, esnli_rows: "int | None") -> dict:
-    """Recall@20 and Precision@20 of the trained model's decoded [MASK] states (issue 7): on the dev rows the run was
+    """Recall@20 and Precision@20 of the trained model's decoded [MASK] states: on the dev rows the run was
     scored on (keywords: the pair's content words) and, for SICK-E, on the first `esnli_rows` e-SNLI dev rows
     (keywords: content words shared by an explanation and the pair; a proxy for the official highlights)."""
     import torch

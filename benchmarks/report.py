@@ -9,7 +9,7 @@ replaced by the same tables, so each profile's section is regenerated from its o
 are; `--readme_heading TEXT` adds the section (heading and markers, after the last results section) when the file
 has none yet.
 
-Runs of issue 22's profiles (`cpu-full`, `gpu`) get one table per comparison with two more columns: the
+Runs of the peer profiles (`cpu-full`, `gpu`) get one table per comparison with two more columns: the
 sentence-transformers CrossEncoder's mean ± std on the same data set and metric, and the delta against it, from
 `--peers` (default `../shared/reference/peers_minilm.json`, beside the clone, never copied into it); without that
 file the table says the columns were left out.
@@ -35,7 +35,7 @@ from benchmarks.speed_siamese_matcher import format_table as siamese_table  # no
 from pairzoo.fileio import write_text_atomic  # noqa: E402
 from pairzoo.hub_cards.results import load_peers, load_runs, summarise  # noqa: E402
 
-# sentence-transformers CrossEncoder numbers on the same MiniLM (issue 22), kept outside the repository, by the clone
+# sentence-transformers CrossEncoder numbers on the same MiniLM, kept outside the repository, by the clone
 PEERS_LABEL = "../shared/reference/peers_minilm.json"
 PEERS_PATH = REPO.parent / "shared" / "reference" / "peers_minilm.json"
 
@@ -338,8 +338,8 @@ def render(
     peers: "dict | None" = None,
     peers_label: str = PEERS_LABEL,
 ) -> str:
-    """The results Markdown: quality table (one per comparison, with the peer columns, for the profiles of issue 22)
-    and chart, WN18RR (when given), speed targets (when measured), the papers' numbers."""
+    """The results Markdown: quality table (one per comparison, with the peer columns, for the peer profiles) and
+    chart, WN18RR (when given), speed targets (when measured), the papers' numbers."""
     if rows[0]["profile"] in PEER_PROFILES:
         quality = comparison_markdown(rows, peers, peers_label)
     else:

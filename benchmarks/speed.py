@@ -173,7 +173,8 @@ def _row(result: dict, length: int, batch_size: int) -> "dict | None":
 
 
 def siamese_targets(siamese: dict) -> list[dict]:
-    """Issue 6's targets from `speed_siamese_matcher`'s per-pair wall-time ratios, at every measured batch size."""
+    """The Siamese matchers' targets from `speed_siamese_matcher`'s per-pair wall-time ratios, at every measured batch
+    size."""
     found = []
     for batch_size, ratios in siamese["wall_ratios"].items():
         for name, ratio in ratios.items():
@@ -213,7 +214,7 @@ def _at_batch_32_length_128(results: dict, comparison: str, key: str, limit: flo
 def targets(
     results: dict, csr: "dict | None", siamese: "dict | None" = None, neighbor_step: "dict | None" = None
 ) -> list[dict]:
-    """The speed/memory targets of the methods' issues, measured values and whether they are met."""
+    """The methods' speed/memory targets, measured values and whether they are met."""
     found = siamese_targets(siamese) if siamese else []
     for seaver in ("seaver", "seaver-absa"):
         found += _at_batch_32_length_128(results, seaver, "ratio", 1.10, "inference time <= 1.10x the cross-encoder")

@@ -11,16 +11,15 @@ num_attention_heads=12, intermediate_size=3072)` with MiniLM's vocabulary (the S
 not change the time). Timings run under `torch.inference_mode` after a warm-up, alternating between the models in every
 repeat so that load from other processes hits all of them alike. Medians of wall-clock and process CPU time per forward
 are divided by the batch size (per-pair latency) and printed as JSON with the ratios: each host + SFA over both
-cross-encoders, RE2+SFA over the BERT-base-sized one tagged with issue 22's target (at most 0.1, at batch 32; the
-earlier target against the MiniLM cross-encoder is withdrawn, its ratio is still reported), and each block over its
-host without it (target for SFA at most 2, tagged for issue 6's hosts ESIM and RE2; the other hosts' ratios are
-reported untagged). Counted FLOPs per pair (`benchmarks.timing.counted_flops`: matrix products, convolutions and
-recurrent layers; at batch 1) compare the models free of machine load and of per-operator overhead; where arithmetic
-dominates they bound how low a latency ratio can go. A Markdown table follows the JSON (`report.py` renders the same
-table from `speed.json`): parameters (millions, with and without the input word-embedding matrix), MFLOPs per pair and
-per-pair wall time at each batch size, next to the columns of the SFA paper's Table 1 (its parameter counts and
-latencies, measured on its own hardware); those figures could not be found in the sources available offline, so the
-columns read "n/a" rather than guessed numbers.
+cross-encoders, RE2+SFA over the BERT-base-sized one tagged with its target (at most 0.1, at batch 32; the ratios over
+the MiniLM cross-encoder are reported untagged), and each block over its host without it (target for SFA at most 2,
+tagged for the hosts ESIM and RE2; the other hosts' ratios are reported untagged). Counted FLOPs per pair
+(`benchmarks.timing.counted_flops`: matrix products, convolutions and recurrent layers; at batch 1) compare the models
+free of machine load and of per-operator overhead; where arithmetic dominates they bound how low a latency ratio can
+go. A Markdown table follows the JSON (`report.py` renders the same table from `speed.json`): parameters (millions,
+with and without the input word-embedding matrix), MFLOPs per pair and per-pair wall time at each batch size, next to
+the columns of the SFA paper's Table 1 (its parameter counts and latencies, measured on its own hardware); those
+figures could not be found in the sources available offline, so the columns read "n/a" rather than guessed numbers.
 """
 
 import argparse
@@ -35,10 +34,10 @@ from pairzoo.pipelines.pipeline_conditional_similarity import encode_tri_inputs
 
 MATCHERS = ("esim", "re2", "bimpm", "cafe", "diin", "drcn")
 FEATURE_ATTENTIONS = ("none", "fa", "sfa")
-# The hosts whose "+sfa / host" latency ratio carries issue 6's target tag (read by benchmarks/speed.py).
+# The hosts whose "+sfa / host" latency ratio carries the target tag (read by benchmarks/speed.py).
 TARGET_HOSTS = ("esim", "re2")
 BERT_BASE = "bert-base cross-encoder"
-# Issue 22: RE2 + SFA per-pair latency at most 0.1x the BERT-base-sized cross-encoder's, at batch 32.
+# The target: RE2 + SFA per-pair latency at most 0.1x the BERT-base-sized cross-encoder's, at batch 32.
 BERT_BASE_TARGET_BATCH = "32"
 # The SFA paper's Table 1 (parameters in millions, latency in ms, on the paper's hardware), keyed like the models
 # here; None where the figure is not available (the paper's table was not reachable offline: no number is guessed).

@@ -4,37 +4,59 @@ Kept outside the modeling file because modeling files may import only torch and 
 """
 
 import os
+from dataclasses import fields
 from pathlib import Path
 
 from safetensors import safe_open
 from safetensors.torch import save_file
 
+from .modeling.common import non_finite_tensors
 from .modeling.modeling_csr import ConditionCache, SentenceCache
 
 _KINDS = {"condition": ConditionCache, "sentence": SentenceCache}
 
 
 def save_cache(cache: "ConditionCache | SentenceCache", path: "str | os.PathLike") -> Path:
-    """Write `cache` (tensors and metadata) to the safetensors file `path`."""
+    """Write `cache` (tensors and metadata) to the safetensors file `path`; a cache holding a non-finite (NaN or
+    infinite) value is a ValueError naming the tensors, before anything is written."""
     if not isinstance(cache, (ConditionCache, SentenceCache)):
         raise ValueError(f"expected a ConditionCache or SentenceCache, got {type(cache).__name__}.")
     path = Path(path)
     tensors = {name: tensor.detach().contiguous().cpu() for name, tensor in cache.tensors().items()}
+    bad = non_finite_tensors(tensors)
+    if bad:
+        raise ValueError(
+            f"cannot save to {str(path)!r}: cache tensors {bad} hold non-finite (NaN or infinite) values."
+        )
     save_file(tensors, str(path), metadata={str(k): str(v) for k, v in cache.metadata.items()})
     return path
 
 
 def load_cache(path: "str | os.PathLike") -> "ConditionCache | SentenceCache":
-    """Read a cache written by `save_cache`; its metadata lets `CsrModel.embed` reject a mismatched model."""
+    """Read a cache written by `save_cache`; its metadata lets `CsrModel.embed` reject a mismatched model.
+
+    A file that is not a readable safetensors file (truncated, corrupt), is not a CSR cache (its metadata `kind`),
+    lacks the tensors of its kind or holds a non-finite (NaN or infinite) value is a ValueError naming the file."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"cache file {str(path)!r} does not exist.")
-    with safe_open(str(path), framework="pt") as handle:
-        metadata = dict(handle.metadata() or {})
-        tensors = {name: handle.get_tensor(name) for name in handle.keys()}
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            metadata = dict(handle.metadata() or {})
+            tensors = {name: handle.get_tensor(name) for name in handle.keys()}
+    except Exception as err:  # safetensors raises its own error types for corrupt headers and short files
+        raise ValueError(f"cache file {str(path)!r} is corrupt or unreadable: {err}.") from err
     kind = metadata.get("kind")
     if kind not in _KINDS:
         raise ValueError(f"{str(path)!r} is not a CSR cache (metadata kind {kind!r}).")
+    expected = sorted(field.name for field in fields(_KINDS[kind]) if field.name != "metadata")
+    if sorted(tensors) != expected:
+        raise ValueError(f"cache file {str(path)!r} holds tensors {sorted(tensors)}; a {kind} cache holds {expected}.")
+    bad = non_finite_tensors(tensors)
+    if bad:
+        raise ValueError(
+            f"cache file {str(path)!r} is corrupt: tensors {bad} hold non-finite (NaN or infinite) values."
+        )
     return _KINDS[kind](**tensors, metadata=metadata)
 
 

@@ -62,8 +62,9 @@ def main(argv: "list[str] | None" = None) -> dict:
     print(f"[demo] export folder: {result['export_dir']}; reloading it in a fresh process without pairzoo ...")
     reloaded = score_in_fresh_process(result["export_dir"], EXAMPLES)
     print(f"[demo] loaded {reloaded['class']}")
+    scale = "1 + 4 x cosine, in [-3, 5]: 5 same direction, 1 orthogonal"
     for example, output in zip(EXAMPLES, reloaded["outputs"]):
-        print(f"[demo] {example['condition']:<30} score {output['score']:.2f} (1 + 4 x cosine: 5 same, 1 unrelated)")
+        print(f"[demo] {example['condition']:<30} score {output['score']:.2f} ({scale})")
     print(json.dumps({"validation": metrics, "examples": reloaded["outputs"], "seconds": round(time.time() - start)}))
     return {"result": result, "examples": reloaded["outputs"]}
 

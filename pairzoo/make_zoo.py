@@ -82,7 +82,7 @@ ZOO = (
         why="`integration='mix'` without dropout on M and with a 10x slower mix gate: the only integration at or "
         "above the plain backbone - 0.5 on STS-B, SICK-E and MRPC at this budget (+0.00 on each, seeds 0-2), "
         "because its combined heads stay nearly shut (mean mix gate within +-0.007) and it scores as the backbone "
-        "does; the paper's form loses 2.8-10 points, mix at the default gate speed up to 1.06 (issue 22)",
+        "does; the paper's form loses 2.8-10 points, mix at the default gate speed up to 1.06",
     ),
     ZooEntry(
         "siamese-re2-sfa-sick-e",
@@ -94,7 +94,7 @@ ZOO = (
         "blocks gain beyond the seed spread over both the host (77.10 +- 0.31 against 75.22 +- 0.82) and its "
         "frozen-gate control (74.68 +- 0.51), cpu-full SICK-E, seeds 0-2 (on MRPC, seeds 0-2, it is 1.06 below its "
         "control, inside the spread, and every RE2 arm is below the majority class); as printed (no skip "
-        "connection) SFA loses 9.2 points to RE2 (issue 22)",
+        "connection) SFA loses 9.2 points to RE2",
     ),
     ZooEntry(
         "seaver-absa-restaurants",
@@ -103,7 +103,7 @@ ZOO = (
         {"use_transform": True},
         why="SemEval-2014 restaurants, the aspect term as the condition, in the official script's set-up (the c-sts "
         "transform on, alpha 2): +4.44 accuracy over the cross-encoder (3 seeds), matched by its random-reweighting "
-        "ablation (issue 25)",
+        "ablation",
     ),
     ZooEntry(
         "csr-bi-synthetic",
@@ -119,7 +119,7 @@ ZOO = (
         {"training_mode": "neighbor", "classifier_norm": "batch", "lambda_m": 0.0, "lambda_n": 0.0},
         {"learning_rate": 3e-3, "num_train_epochs": 5},
         why="the paper's frozen-encoder method at its 5 epochs in the best-measured form: a batch-norm head, no "
-        "regularisers, lr 3e-3 (80.20 dev accuracy on seed 0 against 77.78 at lr 1e-3; cpu-full runs, issue 23); "
+        "regularisers, lr 3e-3 (80.20 dev accuracy on seed 0 against 77.78 at lr 1e-3; cpu-full runs); "
         "its card shows the comparison with BitFit and full fine-tuning and why it falls short on this backbone",
     ),
 )

@@ -3,9 +3,16 @@
 import fnmatch
 from dataclasses import dataclass, field
 
-from transformers import AutoConfig, PretrainedConfig, PreTrainedModel
+from transformers import PretrainedConfig, PreTrainedModel
 
-from .backbones import DEFAULT_BACKBONE, TINY_BACKBONES, resolve_backbone, tiny_backbone_config
+from .backbones import (
+    DEFAULT_BACKBONE,
+    TINY_BACKBONES,
+    backbone_config,
+    check_backbone_weights,
+    resolve_backbone,
+    tiny_backbone_config,
+)
 from .pipelines import PIPELINES, ConditionalSimilarityPipeline, PairSimilarityPipeline
 
 
@@ -17,7 +24,6 @@ class ModelSpec:
     config_class: type[PretrainedConfig]
     model_class: type[PreTrainedModel]
     auto_class: str
-    pipeline_tag: str
     task: str
     summary: str
     paper: str
@@ -113,7 +119,9 @@ def create_model(
 
     With `pretrained=True` the encoder gets the backbone's pretrained weights (tiny test backbones have none and are
     always random); method parameters are initialised by the model. `config_overrides` are fields of the method's
-    config (unknown or mistyped ones are a ValueError); the backbone's own config comes from `backbone` alone.
+    config (unknown or mistyped ones are a ValueError); the backbone's own config comes from `backbone` alone. A
+    backbone that is no encoder, whose config does not load or (with `pretrained=True`) whose folder has no weights is
+    a ValueError naming `backbone` (`pairzoo.backbones`).
     """
     spec = get_model_spec(name)
     if "backbone_config" in config_overrides:
@@ -122,8 +130,9 @@ def create_model(
     if backbone in TINY_BACKBONES:
         return spec.model_class(spec.config_class(backbone_config=tiny_backbone_config(backbone), **kwargs))
     path = resolve_backbone(backbone)
-    # Checks the overrides against the backbone's depth and sizes before any pretrained weight is read.
-    config = spec.config_class(backbone_config=AutoConfig.from_pretrained(path), **kwargs)
+    # Checks the backbone and the overrides against its depth and sizes before any pretrained weight is read.
+    config = spec.config_class(backbone_config=backbone_config(backbone), **kwargs)
     if pretrained:
+        check_backbone_weights(path, backbone)
         return spec.model_class.from_backbone(path, **kwargs)
     return spec.model_class(config)

@@ -1,9 +1,10 @@
 """`python -m pairzoo.train --model cross-encoder --backbone minilm --dataset synthetic --output_dir out ...`
 
-An error in the input (a bad flag, value, data file or checkpoint: the `ValueError`, `FileNotFoundError`,
-`FileExistsError` or `KeyError` the checks raise) prints one line, `pairzoo.train: error: ...`, and exits with status
-2; `--traceback` shows the Python traceback instead. A `NonFiniteLossError` (training diverged) prints one line and
-exits with status 1. Any other exception is a bug and keeps its traceback.
+An error in the input (a bad flag, value, data file or checkpoint, an `--output_dir` another run is using: the
+`ValueError`, `FileNotFoundError`, `FileExistsError` or `KeyError` the checks raise) prints one line,
+`pairzoo.train: error: ...`, and exits with status 2; `--traceback` shows the Python traceback instead. A
+`NonFiniteLossError` (training diverged) prints one line and exits with status 1. Any other exception is a bug and
+keeps its traceback.
 """
 
 import sys

@@ -33,7 +33,6 @@ MODEL_SPECS.append(
         config_class=CrossEncoderConfig,
         model_class=CrossEncoderForConditionalSimilarity,
         auto_class="AutoModel",
-        pipeline_tag="sentence-similarity",
         task="conditional-similarity",
         trains_on=("conditional-similarity", "conditional-classification", "pair-regression", "pair-classification"),
         summary="C-STS cross-encoder baseline. One encoder reads `s1 SEP s2 SEP c`; a linear head on the first token.",
@@ -54,7 +53,6 @@ MODEL_SPECS.append(
         config_class=SeaverConfig,
         model_class=SeaverForConditionalSimilarity,
         auto_class="AutoModel",
-        pipeline_tag="sentence-similarity",
         task="conditional-similarity",
         trains_on=("conditional-similarity", "conditional-classification"),
         summary="SEAVER: the C-STS cross-encoder whose last hidden state is augmented by self-reweighting, "
@@ -77,7 +75,6 @@ MODEL_SPECS.append(
         config_class=CsrConfig,
         model_class=CsrModel,
         auto_class="AutoModel",
-        pipeline_tag="sentence-similarity",
         task="conditional-similarity",
         trains_on=("conditional-similarity",),
         summary="CSR, condition-specified routers. The condition re-weights each sentence token's attention context "
@@ -100,7 +97,6 @@ MODEL_SPECS.append(
         model_class=ComateformerForSequenceClassification,
         auto_class="AutoModelForSequenceClassification",
         encoder_class=ComateformerModel,
-        pipeline_tag="text-classification",
         task="pair-classification",
         trains_on=("pair-regression", "pair-classification"),
         summary="Comateformer: in layers 1-3 of a pretrained BERT/RoBERTa the first 50/40/30% of heads use combined "
@@ -124,7 +120,6 @@ MODEL_SPECS.append(
         config_class=SiameseMatcherConfig,
         model_class=SiameseMatcherForSequenceClassification,
         auto_class="AutoModelForSequenceClassification",
-        pipeline_tag="text-classification",
         task="pair-classification",
         trains_on=("pair-regression", "pair-classification"),
         summary="Siamese matcher: ESIM, RE2, BiMPM, CAFE, DIIN or DRCN with optional FA or SFA feature attention. "
@@ -151,7 +146,6 @@ MODEL_SPECS.append(
         config_class=NeighborAttentionConfig,
         model_class=NeighborAttentionForSequenceClassification,
         auto_class="AutoModelForSequenceClassification",
-        pipeline_tag="text-classification",
         task="pair-classification",
         trains_on=("pair-classification",),
         summary="Neighbor attention on a frozen MLM encoder: label words in the input, the class predicted from a "

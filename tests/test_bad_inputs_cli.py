@@ -1,4 +1,4 @@
-"""`python -m pairzoo.train` and the data loaders on bad input (issue 21, items 3-11 and 14).
+"""`python -m pairzoo.train` and the data loaders on bad input.
 
 The contract of tests/test_bad_inputs.py: a bad input raises, before anything is written, an exception of the
 documented type whose message names the offending flag, field or file; `tmp_path` (every file, its size and mtime) is

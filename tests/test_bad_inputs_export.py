@@ -1,4 +1,4 @@
-"""Bad input at the pipeline, export, Hub-card and remote-code entry points (issue 21, items 12, 13, 15, 16).
+"""Bad input at the pipeline, export, Hub-card and remote-code entry points.
 
 Same contract as `test_bad_inputs.py` (whose helpers and shared tiny model/export this file reuses): a bad input
 raises, before anything is written, the exception in the table with a message naming the offending field, argument,
@@ -121,7 +121,7 @@ CASES = [
     Case("proc-direction-marks",
          _call(lambda c: encode_conditional_inputs(c.tokenizer, "\u200e\u202a\u202c", "b", "c")),
          ValueError, r"`sentence1`\[0\] is empty"),
-    # ---------------------------------------------------------------- the pair-similarity pipeline (issue 24)
+    # ---------------------------------------------------------------- the pair-similarity pipeline
     Case("pair-missing-text-pair", _call(lambda c: _pair_scorer(c)({"text": "A man walks."})), ValueError,
          "Input is missing `text_pair`"),
     Case("pair-with-a-condition", _call(lambda c: _pair_scorer(c)({**PAIR, "condition": "The speed."})),
@@ -235,7 +235,7 @@ def test_hub_cards_cli_user_errors_are_one_line_and_exit_2(shared, tmp_path, cap
 
 
 def test_push_offline_from_the_command_line_exits_non_zero_without_a_traceback(shared, tmp_path):  # noqa: F811
-    """`python -m pairzoo.hub_cards push DIR org/name` offline, as the issue ran it: one line, exit code 2."""
+    """`python -m pairzoo.hub_cards push DIR org/name` offline, as a user runs it: one line, exit code 2."""
     import subprocess
 
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}

@@ -1,4 +1,4 @@
-"""Benchmark profiles of issue 22: the peer-budget `cpu-full` and the `gpu` grid resolve the right training arguments
+"""Benchmark profiles: the peer-budget `cpu-full` and the `gpu` grid resolve the right training arguments
 and order, the earlier profiles keep exactly their committed run ids, `--list` / `--max_runs` plan and budget without
 training, `--workers` claims each run once, and the report puts the sentence-transformers peer beside pairzoo's arms.
 Only the integration test of `--workers` trains (two tiny-bert runs, in two real worker processes)."""
@@ -103,7 +103,7 @@ def test_earlier_profiles_plan_exactly_their_committed_run_ids(name):
 def test_cpu_full_runs_stage_by_stage_and_seed_major_within_a_stage():
     runs = quality.plan_runs("cpu-full", (0, 1, 2))
     assert len(runs) == len({r.id for r in runs})
-    required = {(c, d) for c, ds in quality.ISSUE22_REQUIRED for d in ds}
+    required = {(c, d) for c, ds in quality.PEER_REQUIRED_GRID for d in ds}
     in_required = [(r.comparison.name, r.dataset) in required for r in runs]
     first_other = in_required.index(False)
     assert all(in_required[:first_other]) and not any(in_required[first_other:])
@@ -117,8 +117,8 @@ def test_cpu_full_runs_stage_by_stage_and_seed_major_within_a_stage():
     assert [r.seed for r in medium[:4]] == [0, 0, 1, 1] and medium[0].comparison.name == "seaver"
 
 
-ISSUE22_PAIRS = {(c, d) for c, ds in quality.ISSUE22_REQUIRED for d in ds}
-ISSUE25_PAIRS = {
+REQUIRED_PAIRS = {(c, d) for c, ds in quality.PEER_REQUIRED_GRID for d in ds}
+CONDITIONAL_PAIRS = {
     ("seaver", "synthetic"),
     ("seaver-absa", "absa-restaurants"),
     ("seaver-absa", "absa-laptops"),
@@ -127,18 +127,18 @@ ISSUE25_PAIRS = {
 }
 
 
-def test_gpu_profile_runs_issue_22_first_at_three_epochs_and_five_seeds_bf16_only_on_cuda():
+def test_gpu_profile_runs_the_required_grid_first_at_three_epochs_and_five_seeds_bf16_only_on_cuda():
     profile = quality.PROFILES["gpu"]
     assert tuple(profile["seeds"]) == (0, 1, 2, 3, 4) and profile["launcher"] == "in-process"
     runs = quality.plan_runs("gpu", profile["seeds"])
-    in_issue22 = [(r.comparison.name, r.dataset) in ISSUE22_PAIRS for r in runs]
-    first_other = in_issue22.index(False)
-    assert all(in_issue22[:first_other]) and not any(in_issue22[first_other:])
-    issue22 = runs[:first_other]
-    assert {(r.comparison.name, r.dataset) for r in issue22} == ISSUE22_PAIRS
-    seeds = [r.seed for r in issue22]
+    in_required = [(r.comparison.name, r.dataset) in REQUIRED_PAIRS for r in runs]
+    first_other = in_required.index(False)
+    assert all(in_required[:first_other]) and not any(in_required[first_other:])
+    required = runs[:first_other]
+    assert {(r.comparison.name, r.dataset) for r in required} == REQUIRED_PAIRS
+    seeds = [r.seed for r in required]
     assert seeds == sorted(seeds) and set(seeds) == {0, 1, 2, 3, 4}
-    assert all(r.train_args["num_train_epochs"] == 3 for r in issue22)
+    assert all(r.train_args["num_train_epochs"] == 3 for r in required)
     assert all(r.train_args["per_device_train_batch_size"] == 32 for r in runs)
     assert not any("bf16" in r.train_args for r in runs)
     on_cuda = quality.plan_runs("gpu", profile["seeds"], cuda=True)
@@ -146,14 +146,14 @@ def test_gpu_profile_runs_issue_22_first_at_three_epochs_and_five_seeds_bf16_onl
     assert all(r.train_args == {**plain.train_args, "bf16": True} for r, plain in zip(on_cuda, runs))
 
 
-def test_gpu_profile_runs_issue_25_then_issue_23_after_issue_22_on_three_seeds():
+def test_gpu_profile_runs_conditional_then_neighbor_attention_after_the_required_grid_on_three_seeds():
     runs = quality.plan_runs("gpu", quality.PROFILES["gpu"]["seeds"])
     assert len(runs) == len({r.id for r in runs})
-    later = [r for r in runs if (r.comparison.name, r.dataset) not in ISSUE22_PAIRS]
+    later = [r for r in runs if (r.comparison.name, r.dataset) not in REQUIRED_PAIRS]
     pairs = [(r.comparison.name, r.dataset) for r in later]
-    assert set(pairs) == ISSUE25_PAIRS | {("neighbor-attention", "sick-e")}
+    assert set(pairs) == CONDITIONAL_PAIRS | {("neighbor-attention", "sick-e")}
     first_na = pairs.index(("neighbor-attention", "sick-e"))
-    assert set(pairs[:first_na]) == ISSUE25_PAIRS and set(pairs[first_na:]) == {("neighbor-attention", "sick-e")}
+    assert set(pairs[:first_na]) == CONDITIONAL_PAIRS and set(pairs[first_na:]) == {("neighbor-attention", "sick-e")}
     assert {r.seed for r in later} == {0, 1, 2}  # stage_seeds: the first 3 of the profile's 5
     assert [r.seed for r in later[:first_na]] == sorted(r.seed for r in later[:first_na])
     arms = {c.name: len(quality.profile_arms(c, "gpu")) for c in quality.COMPARISONS}
@@ -170,7 +170,8 @@ def test_gpu_profile_runs_issue_25_then_issue_23_after_issue_22_on_three_seeds()
         assert all(args[k] == full[run.comparison.name, run.arm.label][k] for k in quality.SYNTHETIC_TRAINING)
     absa = [r.train_args for r in later if r.dataset.startswith("absa-")]
     assert absa and all(a["num_train_epochs"] == 3 and a["learning_rate"] == 2e-5 for a in absa)
-    # neighbor attention at the paper's 5 epochs, its arms' own learning rates kept; issue 22's SICK-E runs stay at 3
+    # neighbor attention at the paper's 5 epochs, its arms' own learning rates kept (the required grid's SICK-E runs
+    # stay at 3)
     na = {r.arm.label: r.train_args for r in later if r.comparison.name == "neighbor-attention"}
     assert len(na) == 15 and all(a["num_train_epochs"] == 5 for a in na.values())
     assert na["full fine-tuning"]["learning_rate"] == 2e-5 and na["neighbor attention"]["learning_rate"] == 1e-3

@@ -1,4 +1,4 @@
-"""Model card content (issue 24, item 2): the training recipe, framework versions, each family's BibTeX citation, and
+"""Model card content: the training recipe, framework versions, each family's BibTeX citation, and
 "Intended use and limitations" with the export's benchmark numbers against its baseline arm (and the
 sentence-transformers peer), generated from run files."""
 

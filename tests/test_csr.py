@@ -164,8 +164,8 @@ def test_cache_path_equals_direct_forward(backbone, tmp_path):
 
 
 def test_cache_reads_long_and_left_padded_texts_as_the_forward_does():
-    """Issue 25: the cache used to truncate at 128 tokens (the forward at the tokenizer's limit) and to assume right
-    padding; now a long sentence and a left-padding tokenizer give the forward's embeddings, in the callers' order."""
+    """The cache reads a sentence over 128 tokens (cut, as in the forward, at the tokenizer's limit) and a
+    left-padding tokenizer as the forward does: the forward's embeddings, in the callers' order."""
     model = _model(router_layers=[1], tri_head="hadamard")
     tokenizer = load_tokenizer("tiny-bert")
     long = " ".join(["the red car parked near the old station"] * 40)

@@ -1,4 +1,4 @@
-"""CSR options of issue 25 item 3: `router="reference"` (the bigai-nlco/CSR tri-encoder reading) and
+"""CSR options `router="reference"` (the bigai-nlco/CSR tri-encoder reading) and
 `bi_pooling="all"` (the princeton-nlp/c-sts bi-encoder form), recomputed by hand in float64 from the model's own
 parameters; their bad input, config round trip and export."""
 

@@ -1,4 +1,4 @@
-"""pairzoo's metrics are `evaluate` modules loaded from the package's own folder (issue 24): they agree with scipy and
+"""pairzoo's metrics are `evaluate` modules loaded from the package's own folder: they agree with scipy and
 scikit-learn, are NaN where undefined, name the positive class of a binary F1, and load offline in a fresh process."""
 
 import math

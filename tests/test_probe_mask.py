@@ -1,5 +1,5 @@
-"""`benchmarks/probe_mask.py` (issue 23's diagnostic): runs end to end on tiny BERT, extracts the frozen backbone's
-label-[MASK], mean and [CLS] states exactly, and refuses bad flags naming them."""
+"""`benchmarks/probe_mask.py` (the [MASK]-state diagnostic): runs end to end on tiny BERT, extracts the frozen
+backbone's label-[MASK], mean and [CLS] states exactly, and refuses bad flags naming them."""
 
 import itertools
 import json

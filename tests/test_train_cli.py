@@ -92,7 +92,7 @@ def test_pair_task_run_names_its_positive_class_and_exports_the_pair_pipeline(tm
 
 
 def test_evaluation_runs_longest_rows_first_and_scores_each_row_against_its_own_label(tmp_path):
-    """`pairzoo.train`'s Trainer evaluates in length-sorted order (issue 24); its metrics equal those of scoring the
+    """`pairzoo.train`'s Trainer evaluates in length-sorted order; its metrics equal those of scoring the
     rows in their own order, so predictions stay aligned with their labels."""
     import torch
     from datasets import Dataset

@@ -4,10 +4,11 @@ Hub exports inline this module into each exported configuration file, so it impo
 only (exported code imports torch, transformers, math, typing and dataclasses only).
 
 How a configuration declares its fields: every method config derives from `PairzooConfig` (directly or through
-`LabelledConfig`) and lists its hyper-parameters as keyword parameters of its own `__init__`, each annotated with its
-type (a type, or a string such as `"float | None"` or `"list[int] | None"`), followed by `**kwargs` for transformers'
-generic keys (a config extending another one adds its own parameters and passes the others on through `**kwargs`).
-Before that `__init__` runs (in `PairzooConfig.__new__`), every instantiation is checked:
+`LabelScaleConfig` / `LabelledConfig`) and lists its hyper-parameters as keyword parameters of its own `__init__`,
+each annotated with its type (a type, or a string such as `"float | None"` or `"list[int] | None"`), followed by
+`**kwargs` for transformers' generic keys (a config extending another one adds its own parameters and passes the
+others on through `**kwargs`). Before that `__init__` runs (in `PairzooConfig.__new__`), every instantiation is
+checked:
 
 - a keyword that is neither a parameter of the `__init__` nor one of transformers' generic config keys
   (`TRANSFORMERS_CONFIG_KEYS`) is a ValueError naming it and its closest field (`closest_name`);
@@ -20,6 +21,9 @@ it: `PairzooPreTrainedModel.__init__` calls `PairzooConfig.revalidate`, which ru
 
 A new field therefore only needs its annotated parameter; unannotated parameters (`backbone_config`, turned into a
 config by `coerce_backbone_config`) are checked by the `__init__` alone.
+
+A saved config.json read by `from_pretrained` must be a save of the class reading it (`PairzooConfig.get_config_dict`:
+its `model_type`), and a regression config must state its label scale (`LabelScaleConfig`).
 """
 
 import math
@@ -138,6 +142,35 @@ def check_label_scale(label_min: float, label_max: float) -> None:
         raise ValueError(f"`label_max` ({label_max}) must be greater than `label_min` ({label_min}).")
 
 
+LABEL_SCALE_FIELDS = ("label_min", "label_max")
+
+
+def saved_config_file(name_or_path: Any, subfolder: str = "") -> str:
+    """The config.json `from_pretrained(name_or_path, subfolder=subfolder)` reads (a folder or Hub id, or a JSON file
+    given directly), as text for messages (exported code may not import os)."""
+    name = str(name_or_path).rstrip("/")
+    if name.endswith(".json"):
+        return name
+    return "/".join(part for part in (name, subfolder.strip("/"), "config.json") if part)
+
+
+def check_saved_label_scale(owner: str, config_dict: dict, overrides: dict, source: str) -> None:
+    """Raise a ValueError naming the field and `source` (the saved config) when `config_dict`, read as an `owner`
+    with one label (regression), lacks `label_min` or `label_max` and the keyword arguments of the load
+    (`overrides`) do not give it: the constructor's default scale would move every score."""
+    id2label = config_dict.get("id2label")
+    saved_labels = len(id2label) if isinstance(id2label, dict) else config_dict.get("num_labels") or 1
+    if overrides.get("num_labels", saved_labels) != 1:
+        return
+    for field, end in zip(LABEL_SCALE_FIELDS, ("lowest", "highest")):
+        if field not in config_dict and field not in overrides:
+            raise ValueError(
+                f"{source} has no `{field}`: this {owner} has one label (regression), its scores are mapped to "
+                f"[label_min, label_max], and a default would move every score; add `{field}` (the {end} label of "
+                f"its training data) to it, or pass `{field}=` when loading."
+            )
+
+
 _UNIONS = (typing.Union, type(int | None))  # `Union[X, Y]` and `X | Y` (types.UnionType)
 
 
@@ -252,8 +285,60 @@ class PairzooConfig(PretrainedConfig):
         values = {name: getattr(self, name) for name in self._declared_fields if hasattr(self, name)}
         type(self)(num_labels=self.num_labels, **values)
 
+    @classmethod
+    def get_config_dict(cls, pretrained_model_name_or_path: Any, **kwargs) -> "tuple[dict, dict]":
+        """transformers' reading of a saved config.json (`from_pretrained` of this config or of a model), refused
+        unless it is a save of this class: a config.json without `model_type`, or with another one (another method's
+        export, a plain backbone), is a ValueError naming the file and both model types, before its fields are read
+        as this class's."""
+        config_dict, unused = super().get_config_dict(pretrained_model_name_or_path, **kwargs)
+        saved_type = config_dict.get("model_type")
+        if saved_type != cls.model_type:
+            source = saved_config_file(pretrained_model_name_or_path, kwargs.get("subfolder") or "")
+            owner = f"{cls.__name__} and the {cls.model_type} model classes"
+            if saved_type is None:
+                raise ValueError(
+                    f"{source!r} has no `model_type`: {owner} load saves whose `model_type` is {cls.model_type!r} "
+                    "only (a save of this model states it)."
+                )
+            raise ValueError(
+                f"{source!r} is the config of a {saved_type!r} model (`model_type`), not of a {cls.model_type!r} "
+                f"one: {owner} cannot load it; load it with the {saved_type} classes (or transformers' Auto classes)."
+            )
+        return config_dict, unused
 
-class LabelledConfig(PairzooConfig):
+
+class LabelScaleConfig(PairzooConfig):
+    """Base of configs with a regression label scale, `label_min` and `label_max` (checked by `check_label_scale`).
+
+    A regression model (one label) maps its outputs to that scale, so a saved config must state it: both fields are
+    always written, and reading a one-label config without one of them (`from_pretrained`, `AutoConfig`,
+    `from_dict`) is a ValueError naming the field and the file (`check_saved_label_scale`), where the constructor's
+    default would silently move every score. A keyword of the load (`from_pretrained(folder, label_min=0.0)`)
+    supplies a missing value; a config built by its constructor (`create_model`) keeps the defaults.
+    """
+
+    @classmethod
+    def get_config_dict(cls, pretrained_model_name_or_path: Any, **kwargs) -> "tuple[dict, dict]":
+        config_dict, unused = super().get_config_dict(pretrained_model_name_or_path, **kwargs)
+        source = saved_config_file(pretrained_model_name_or_path, kwargs.get("subfolder") or "")
+        check_saved_label_scale(cls.__name__, config_dict, kwargs, repr(source))
+        return config_dict, unused
+
+    @classmethod
+    def from_dict(cls, config_dict: dict, **kwargs) -> "LabelScaleConfig":
+        check_saved_label_scale(cls.__name__, config_dict, kwargs, "the saved config (config.json)")
+        given = {field: kwargs.pop(field) for field in LABEL_SCALE_FIELDS if field in kwargs}
+        return super().from_dict({**config_dict, **given}, **kwargs)
+
+    def to_diff_dict(self) -> dict:
+        diff = super().to_diff_dict()
+        for field in LABEL_SCALE_FIELDS:
+            diff.setdefault(field, getattr(self, field))
+        return diff
+
+
+class LabelledConfig(LabelScaleConfig):
     """Base of configs whose heads may be classifiers: `num_labels` survives a save/load round trip.
 
     transformers' `to_diff_dict` drops `id2label` when it equals the two-label default (`LABEL_0`, `LABEL_1`); a reload

@@ -2,7 +2,7 @@
 
 from .common import (
     BACKBONE_SUB_CONFIG,
-    PairzooConfig,
+    LabelScaleConfig,
     check_choice,
     check_label_scale,
     check_range,
@@ -10,7 +10,7 @@ from .common import (
 )
 
 
-class CsrConfig(PairzooConfig):
+class CsrConfig(LabelScaleConfig):
     r"""
     Hyper-parameters of [`CsrModel`]: conditioned sentence embeddings compared by cosine similarity. With
     `use_router=True` (the method) the condition re-weights each sentence token's attention context in the router

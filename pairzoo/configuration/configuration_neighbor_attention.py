@@ -1,4 +1,4 @@
-"""Configuration of neighbor attention on a frozen masked-language-model encoder (the seed paper of issue 7)."""
+"""Configuration of neighbor attention on a frozen masked-language-model encoder."""
 
 from .common import BACKBONE_SUB_CONFIG, PairzooConfig, check_choice, check_range, coerce_backbone_config
 

@@ -52,7 +52,7 @@ def main(argv: "list[str] | None" = None) -> int:
             return 0
         push(args.folder, args.repo_id, dry_run=args.dry_run, private=args.private)
     except (OSError, ValueError) as err:  # a bad folder or argument, or the Hub unreachable (offline, network, auth)
-        print(f"pairzoo.hub_cards: error: {err}", file=sys.stderr)
+        print(f"pairzoo.hub_cards: error: {' '.join(str(err).split())}", file=sys.stderr)
         return 2
     return 0
 

@@ -10,10 +10,10 @@ from ..fileio import write_text_atomic
 from ..registry import get_model_spec, list_models
 from .export import CARD_INPUTS_FILE, backbone_name, read_card_inputs, render_model_card
 
-# Metrics reported beside the main one when a run has them: the [MASK] expressiveness of neighbor attention (issue 7)
-# on the run's own dev split and, for models trained on SICK-E, on e-SNLI dev.
+# Metrics reported beside the main one when a run has them: the [MASK] expressiveness of neighbor attention on the
+# run's own dev split and, for models trained on SICK-E, on e-SNLI dev.
 EXTRA_METRICS = ("validation_recall@20", "esnli_recall@20")
-# The sentence-transformers CrossEncoder's numbers on the bundled MiniLM (issue 22), beside the clone, never in it.
+# The sentence-transformers CrossEncoder's numbers on the bundled MiniLM, beside the clone, never in it.
 PEERS_PATH = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "peers_minilm.json"
 
 
@@ -242,12 +242,12 @@ def comparison_arms(rows: list[dict], every_row: list[dict]) -> list[dict]:
     return tables
 
 
-# issue 23: the paper's claim for neighbor attention, checked on the benchmark's arms
+# The neighbor-attention paper's claim, checked on the benchmark's arms.
 NEIGHBOR_ATTENTION_CLAIM = "better than BitFit and within 3 points of full fine-tuning"
 
 
 def neighbor_attention_findings(every_row: list[dict], results_dir: Path, backbone: "str | None") -> list[str]:
-    """Issue 23's check of the neighbor-attention paper's claim (with ~5% of the parameters trained, better than BitFit
+    """A check of the neighbor-attention paper's claim (with ~5% of the parameters trained, better than BitFit
     and within 3 points of full fine-tuning) on each data set of the `neighbor-attention` comparison, on the plain and
     on the task-adapted backbone: the best arm of each training mode by dev mean among the mode's arms with the most
     seeds (a choice on dev, as the paper's sweep; an arm run on fewer seeds cannot outrank one run on all of them),
@@ -398,7 +398,8 @@ def update_model_card(
     """Re-render the model card (README.md) of an export folder with the comparison of the benchmark arm that
     describes its model (see `eval_results_for`) with the baseline arm (and the peer in `peers_path`, when the file
     exists) under "Intended use and limitations" (`baseline_comparison`); the repo id, task, base model, training
-    recipe and framework versions the export recorded (`CARD_INPUTS_FILE`) are kept. The card is replaced
+    recipe and framework versions the export recorded (`CARD_INPUTS_FILE`) are kept (without a repo id, the usage
+    snippets load `folder` as given). The card is replaced
     atomically. Returns the results written to `model-index` and the baseline comparison (None: none attached).
 
     `model_index`: `"benchmark"` puts the describing arm's means over seeds into `model-index`; `"export"` keeps the
@@ -433,11 +434,12 @@ def update_model_card(
         model,
         results,
         base_model or inputs.get("base_model"),
-        repo_id=inputs.get("repo_id") or f"pairzoo/{folder.name}",
+        repo_id=inputs.get("repo_id"),
         task=inputs.get("task"),
         training=inputs.get("training"),
         versions=inputs.get("versions"),
         baseline=baseline,
+        folder=folder,
     )
     write_text_atomic(folder / "README.md", card)
     return results, baseline

@@ -211,9 +211,15 @@ class PairzooPreTrainedModel(PreTrainedModel):
         """Build the method on a pretrained encoder (local folder or Hub id); `method_kwargs` go to the config.
 
         The backbone never keeps BERT's pooler; when the checkpoint has trained pooler weights, they are handed to
-        `init_head_from_pooler`, so a first-token head can start where `BertForSequenceClassification` starts.
+        `init_head_from_pooler`, so a first-token head can start where `BertForSequenceClassification` starts. A
+        backbone that does not load (no weights, no or a broken config.json, offline) is a ValueError naming it.
         """
-        pretrained, loading_info = AutoModel.from_pretrained(name_or_path, output_loading_info=True)
+        try:
+            pretrained, loading_info = AutoModel.from_pretrained(name_or_path, output_loading_info=True)
+        except OSError as err:
+            reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            message = f"`backbone` {str(name_or_path)!r} does not load as a pretrained encoder: {reason}."
+            raise ValueError(message) from err
         pooler = getattr(pretrained, "pooler", None)
         if pooler is not None and any(key.startswith("pooler.") for key in loading_info["missing_keys"]):
             pooler = None  # the checkpoint has no trained pooler: nothing worth copying

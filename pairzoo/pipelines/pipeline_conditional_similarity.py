@@ -8,8 +8,11 @@ from typing import Any
 
 import torch
 from transformers import Pipeline
+from transformers.utils import logging
 
-from ..configuration.common import closest_name
+from ..configuration.common import check_max_length, closest_name, max_sequence_length
+
+logger = logging.get_logger(__name__)
 
 # Characters that show nothing: Unicode's Default_Ignorable_Code_Point ranges (zero-width spaces and joiners,
 # direction marks, word joiners, the BOM, variation selectors, Hangul fillers, tags), as (first, last) pairs.
@@ -83,12 +86,36 @@ def _validate_fields(sentence1, sentence2, condition) -> "tuple[list[str], list[
     return sentence1, sentence2, condition
 
 
+def default_max_length(tokenizer, backbone_config: Any = None) -> int:
+    """The length inputs are truncated to when no `max_length` is given: the smaller of the tokenizer's own limit and
+    the backbone's (`max_sequence_length`), whichever are known; 512 when neither is (tokenizers without a limit
+    report a huge number)."""
+    known = [
+        limit
+        for limit in (getattr(tokenizer, "model_max_length", None), max_sequence_length(backbone_config))
+        if isinstance(limit, int) and 0 < limit <= 100_000
+    ]
+    return min(known) if known else 512
+
+
 def _resolve_max_length(tokenizer, max_length: "int | None") -> int:
-    """`max_length`, else the tokenizer's own limit, else 512 (tokenizers without a limit report a huge number)."""
+    """`max_length` as given (a positive integer), else `default_max_length(tokenizer)`. A length the model's
+    positions cannot hold is refused where the model is known (the pipelines, `pairzoo.train`), never capped here."""
     if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1):
         raise ValueError(f"`max_length` must be a positive integer or None, got {max_length!r}.")
-    max_length = max_length or tokenizer.model_max_length
-    return 512 if max_length is None or max_length > 100_000 else max_length
+    return max_length if max_length is not None else default_max_length(tokenizer)
+
+
+def _check_room(tokenizer, max_length: int, pair: bool) -> None:
+    """A ValueError naming `max_length` unless one text token per segment fits next to the tokenizer's special tokens
+    (the tokenizer itself would silently return empty texts, or ignore `max_length`)."""
+    needed = tokenizer.num_special_tokens_to_add(pair=pair) + (2 if pair else 1)
+    if max_length < needed:
+        layout = "a sentence pair" if pair else "each text"
+        raise ValueError(
+            f"`max_length`={max_length} leaves no room for {layout}: the tokenizer adds "
+            f"{needed - (2 if pair else 1)} special tokens, so one token per text needs max_length >= {needed}."
+        )
 
 
 def _segment_ids(tokenizer, texts: "list[str]", continuation: bool) -> "list[list[int]]":
@@ -147,9 +174,15 @@ def encode_conditional_inputs(
         budget = max_length - 1 - n_sep - (len(c) if c is not None else 0)
         min_sentence_tokens = 1 + (ids2 is not None)
         if budget < min_sentence_tokens:
+            if c is None:
+                raise ValueError(
+                    f"`max_length`={max_length} leaves no room for the sentences: the special tokens take "
+                    f"{1 + n_sep} and each sentence needs at least one, so max_length must be >= "
+                    f"{1 + n_sep + min_sentence_tokens}."
+                )
             raise ValueError(
-                f"`condition`[{i}] has {len(c) if c is not None else 0} tokens and cannot fit in "
-                f"max_length={max_length} next to the sentences; shorten the condition or raise max_length."
+                f"`condition`[{i}] has {len(c)} tokens and cannot fit in max_length={max_length} next to the "
+                "sentences; shorten the condition or raise max_length."
             )
         if ids2 is not None:
             a, b = _truncate_pair(a, b, budget)
@@ -193,6 +226,7 @@ def encode_tri_inputs(
     """
     fields = dict(zip(("", "_2", "_3"), _validate_fields(sentence1, sentence2, condition)))
     max_length = _resolve_max_length(tokenizer, max_length)
+    _check_room(tokenizer, max_length, pair=False)
     encoded = {}
     for suffix, texts in fields.items():
         if texts is None:
@@ -240,6 +274,7 @@ def encode_pair_inputs(
     if sentence2 is None:
         raise ValueError("`sentence2` is required for sentence-pair inputs.")
     max_length = _resolve_max_length(tokenizer, max_length)
+    _check_room(tokenizer, max_length, pair=True)
     return dict(
         tokenizer(
             sentence1,
@@ -267,36 +302,76 @@ def input_length(example: Any) -> int:
     return sum(len(value) for value in example.values() if isinstance(value, str))
 
 
+# Input keys a pipeline accepts and ignores, whatever their value: rows of a data set carry their `label`.
+IGNORED_INPUT_FIELDS = ("label",)
+
+
 def check_input_fields(inputs: Any, required: "tuple[str, ...]", optional: "tuple[str, ...]", task: str) -> None:
-    """One pipeline input: a dict holding the `required` fields, optionally the `optional` ones, each a string;
-    anything else is a `ValueError` naming the field."""
+    """One pipeline input: a dict holding the `required` fields, optionally the `optional` ones, each a string with a
+    visible character (`validate_texts`); a key of `IGNORED_INPUT_FIELDS` (`label`) is ignored whatever its value.
+    Anything else is a `ValueError` naming the field."""
     expected = ", ".join(f"`{field}`" for field in required + optional)
     if not isinstance(inputs, dict):
         raise ValueError(f"{task} inputs must be dicts with {expected}, got {type(inputs).__name__}.")
     for field in required:
         if inputs.get(field) is None:
             raise ValueError(f"Input is missing `{field}`.")
-    unknown = sorted(str(key) for key in set(inputs) - set(required + optional))
+    unknown = sorted(str(key) for key in set(inputs) - set(required + optional + IGNORED_INPUT_FIELDS))
     if unknown:  # a misspelt optional field would otherwise be dropped, silently
         raise ValueError(f"Input has unknown fields {unknown}; expected {expected}.")
     for field in required + optional:
         value = inputs.get(field)
-        if value is not None and not isinstance(value, str):  # one example per dict; batches are lists of dicts
+        if value is None:
+            continue
+        if not isinstance(value, str):  # one example per dict; batches are lists of dicts
             raise ValueError(
                 f"`{field}` must be a string, got {type(value).__name__} (pass a list of dicts for a batch)."
             )
+        validate_texts(field, value)
+
+
+def unknown_only_segments(
+    tokenizer, input_ids: torch.Tensor, attention_mask: torch.Tensor, count: int
+) -> torch.Tensor:
+    """(batch, `count`) booleans: whether the i-th text segment of each row holds text tokens that are all the
+    tokenizer's unknown token (a text of emoji or characters outside a WordPiece vocabulary).
+
+    Segments are the runs of tokens between separators (a run of adjacent separators, as in RoBERTa's pair encoding,
+    is one boundary), read from the encoded ids so no text is tokenized twice; special tokens other than the unknown
+    token are not text. A text that itself contains the separator token splits into two segments.
+    """
+    shape = (input_ids.shape[0], count)
+    if tokenizer.unk_token_id is None or tokenizer.sep_token_id is None:
+        return torch.zeros(shape, dtype=torch.bool)
+    valid = attention_mask.bool()
+    separator = (input_ids == tokenizer.sep_token_id) & valid
+    follows_separator = torch.zeros_like(separator)
+    follows_separator[:, 1:] = separator[:, :-1]
+    boundary = (separator & ~follows_separator).long()
+    segment = (boundary.cumsum(1) - boundary).clamp(max=count)  # segments past `count` are collected in column `count`
+    others = [i for i in tokenizer.all_special_ids if i != tokenizer.unk_token_id]
+    text = valid & ~torch.isin(input_ids, torch.tensor(others, dtype=input_ids.dtype))
+    unknown = text & (input_ids == tokenizer.unk_token_id)
+    tokens = torch.zeros(shape[0], count + 1, dtype=torch.long).scatter_add_(1, segment, text.long())
+    unknowns = torch.zeros(shape[0], count + 1, dtype=torch.long).scatter_add_(1, segment, unknown.long())
+    return ((tokens > 0) & (unknowns == tokens))[:, :count]
 
 
 class ScoringPipeline(Pipeline):
     """What pairzoo's pipelines share: options, the forward pass, label-scale scores or labels, and length-sorted
-    batching. Subclasses define `encode` (a list of input dicts to one batch of model inputs), `batch_key` and
-    `task_name`.
+    batching. Subclasses define `check_example`, `encode` (a list of input dicts to one batch of model inputs),
+    `text_segments`, `batch_key`, `text_fields` and `task_name`.
 
-    With `batch_size` > 1 a list of inputs is checked, sorted by length (`input_length`, longest first) and cut into
-    batches of inputs with the same `batch_key` (the same fields given); each batch is encoded with one tokenizer
-    call, scored with one forward pass, and the outputs are returned in the input order. This is what
-    sentence-transformers' `CrossEncoder.predict` does; transformers' per-example preprocessing, collation and
-    postprocessing made pairzoo 1.22x slower without sorting and still 1.015x with it (issue 24).
+    `max_length` (at construction or per call) must fit the backbone's positions (`check_max_length`); without it
+    inputs are truncated to `default_max_length` of the tokenizer and the backbone. A list (or tuple) of inputs is
+    checked whole before any work, an error naming the input's position. A text that encodes to nothing but the
+    unknown token (only emoji, say, for a WordPiece tokenizer) is scored without a word of it: each call over a dict
+    or a list logs one warning naming the field and how many inputs it affects.
+
+    With `batch_size` > 1 a list of inputs is sorted by length (`input_length`, longest first) and cut into batches
+    of inputs with the same `batch_key` (the same fields given); each batch is encoded with one tokenizer call, scored
+    with one forward pass, and the outputs are returned in the input order. This is what sentence-transformers'
+    `CrossEncoder.predict` does; transformers' per-example preprocessing, collation and postprocessing is slower.
     """
 
     _load_tokenizer = True
@@ -306,23 +381,43 @@ class ScoringPipeline(Pipeline):
     # Keyword arguments: `max_length` is this pipeline's; transformers' `Pipeline.__call__` takes the other two.
     call_parameters = ("max_length", "batch_size", "num_workers")
     task_name = ""
+    text_fields: "tuple[str, ...]" = ()  # the input keys holding texts, in the order messages name them
+    _unknown_only: "dict[str, int] | None" = None  # per field, inputs of the current call that encode to only unknowns
 
     def __call__(self, inputs: "dict | list[dict]", *args, **kwargs) -> "dict | list[dict]":
         """Score one example (a dict) or a list of them; `max_length` (optional) caps each encoded input,
         `batch_size` (optional) batches a list, longest inputs first, outputs in the input order."""
         if args:
             raise ValueError(f"unexpected positional arguments {list(args)}; pass options by name (`max_length=`).")
-        if isinstance(inputs, (list, tuple)) and not inputs:
-            raise ValueError("`inputs` is an empty list: give a dict or a non-empty list of dicts.")
+        if isinstance(inputs, (list, tuple)):
+            if not inputs:
+                raise ValueError("`inputs` is an empty list: give a dict or a non-empty list of dicts.")
+            inputs = list(inputs)
+            for i, example in enumerate(inputs):  # every input checked before any work
+                try:
+                    self.check_example(example)
+                except ValueError as err:
+                    raise ValueError(f"input {i} of {len(inputs)}: {err}") from err
         batch_size = next((b for b in (kwargs.get("batch_size"), self._batch_size) if b is not None), 1)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"`batch_size` must be a positive integer, got {batch_size!r}.")
-        if not isinstance(inputs, (list, tuple)) or batch_size == 1:
-            return super().__call__(inputs, **kwargs)
+        self._unknown_only = {}
+        try:
+            if not isinstance(inputs, list) or batch_size == 1:
+                outputs = super().__call__(inputs, **kwargs)
+            else:
+                outputs = self._score_sorted_batches(inputs, batch_size, kwargs)
+            if isinstance(inputs, (dict, list)):  # streamed inputs are encoded after this call returns
+                self._warn_unknown_only(1 if isinstance(inputs, dict) else len(inputs))
+        finally:
+            self._unknown_only = None
+        return outputs
+
+    def _score_sorted_batches(self, inputs: "list[dict]", batch_size: int, kwargs: dict) -> "list[dict]":
         options = {k: v for k, v in kwargs.items() if k not in ("batch_size", "num_workers")}
         preprocess_params, forward_params, _ = self._sanitize_parameters(**options)
-        for example in inputs:  # every input checked before any work
-            self.check_example(example)
+        preprocess_params = {**self._preprocess_params, **preprocess_params}
+        forward_params = {**self._forward_params, **forward_params}
         groups: dict[Any, list[int]] = {}
         for i in sorted(range(len(inputs)), key=lambda i: -input_length(inputs[i])):
             groups.setdefault(self.batch_key(inputs[i]), []).append(i)
@@ -330,11 +425,21 @@ class ScoringPipeline(Pipeline):
         for indices in groups.values():
             for start in range(0, len(indices), batch_size):
                 chunk = indices[start : start + batch_size]
-                model_inputs = self.encode([inputs[i] for i in chunk], **preprocess_params)
+                model_inputs = self._encode_checked([inputs[i] for i in chunk], **preprocess_params)
                 outputs = self.forward(model_inputs, **forward_params)
                 for i, result in zip(chunk, self.postprocess_batch(outputs)):
                     restored[i] = result
         return restored
+
+    def _warn_unknown_only(self, total: int) -> None:
+        counts = self._unknown_only or {}
+        found = {field: counts[field] for field in self.text_fields if counts.get(field)}
+        if found:
+            counts = ", ".join(f"`{field}` of {count} of {total} input(s)" for field, count in found.items())
+            logger.warning(
+                f"{self.task_name}: {counts} encode(s) to only the unknown token "
+                f"({self.tokenizer.unk_token}): the model scores that text without a word of it."
+            )
 
     def check_example(self, inputs: Any) -> None:
         """Raise a `ValueError` naming the field when one input dict cannot be scored."""
@@ -348,17 +453,51 @@ class ScoringPipeline(Pipeline):
         """One batch of model inputs from checked input dicts of the same `batch_key`."""
         raise NotImplementedError
 
+    def text_segments(self, examples: "list[dict]") -> "dict[str, tuple[str | None, ...]]":
+        """Where `encode(examples)` puts each text: per `input_ids*` key, the field of each of its segments (runs of
+        tokens between separators, `unknown_only_segments`) in order, None for a segment that is no input text."""
+        raise NotImplementedError
+
+    @property
+    def backbone_config(self) -> Any:
+        """The config of the model's encoder (`config.backbone_config`; the model's own config for other models)."""
+        config = self.model.config
+        return getattr(config, "backbone_config", None) or config
+
+    def _encode_checked(self, examples: "list[dict]", max_length: "int | None" = None) -> "dict[str, torch.Tensor]":
+        """`encode` at `max_length` (default: `default_max_length`), counting the texts that encode to only the
+        unknown token for this call's warning."""
+        if max_length is None:
+            max_length = default_max_length(self.tokenizer, self.backbone_config)
+        encoded = self.encode(examples, max_length=max_length)
+        if self._unknown_only is not None and self.tokenizer.unk_token_id is not None:
+            found: dict[str, torch.Tensor] = {}  # a field encoded under several keys (bi's condition) counts once
+            for key, fields in self.text_segments(examples).items():
+                mask = encoded.get(key.replace("input_ids", "attention_mask"))
+                if key not in encoded or mask is None:
+                    continue
+                flags = unknown_only_segments(self.tokenizer, encoded[key], mask, len(fields))
+                for field, column in zip(fields, flags.T):
+                    if field is not None:
+                        found[field] = found[field] | column if field in found else column
+            for field, column in found.items():
+                self._unknown_only[field] = self._unknown_only.get(field, 0) + int(column.sum())
+        return encoded
+
     def preprocess(self, inputs: "dict[str, str]", max_length: "int | None" = None) -> "dict[str, torch.Tensor]":
         self.check_example(inputs)
-        return self.encode([inputs], max_length=max_length)
+        return self._encode_checked([inputs], max_length=max_length)
 
     def _sanitize_parameters(self, max_length: "int | None" = None, **kwargs):
         for name in kwargs:  # transformers would drop them silently: a misspelt `max_length` would be ignored
             match = closest_name(name, list(self.call_parameters))
             hint = f"did you mean `{match}`?" if match else f"known: {', '.join(self.call_parameters)}."
             raise ValueError(f"unknown argument `{name}` for the {self.task_name} pipeline; {hint}")
-        preprocess = {"max_length": max_length} if max_length is not None else {}
-        return preprocess, {}, {}
+        if max_length is None:
+            return {}, {}, {}
+        _resolve_max_length(self.tokenizer, max_length)  # a positive integer
+        check_max_length(max_length, self.backbone_config, "max_length")
+        return {"max_length": max_length}, {}, {}
 
     def _forward(self, model_inputs: "dict[str, torch.Tensor]") -> "dict[str, torch.Tensor]":
         outputs = self.model(**model_inputs)
@@ -380,16 +519,36 @@ class ScoringPipeline(Pipeline):
 
 
 class ConditionalSimilarityPipeline(ScoringPipeline):
-    """`pipeline("conditional-similarity")`: dicts with `sentence1`, `sentence2`, `condition` -> scores.
+    """`pipeline("conditional-similarity")`: dicts with `sentence1`, `condition` and optionally `sentence2` -> scores.
 
     Regression models return `{"score": s}` on the label scale the model was trained on (`config.label_min` to
-    `config.label_max`, 1-5 for C-STS); classification models return `{"label": name, "score": probability}`.
+    `config.label_max`, 1-5 for C-STS); classification models return `{"label": name, "score": probability}`. Each
+    text must be a string with a visible character; a `label` key (a data set row's) is ignored whatever its value,
+    and any other key is an error. A model exported for inputs without a second sentence (conditional
+    classification: the `conditional-similarity` entry of its config's `custom_pipelines` lists `input_fields`
+    without `sentence2`) refuses a `sentence2`, which would give it a layout it never saw.
     """
 
     task_name = "conditional-similarity"
+    text_fields = ("sentence1", "sentence2", "condition")
+
+    def trained_fields(self) -> "list[str] | None":
+        """The input fields the model was trained with, as its export records them (`input_fields` of this task's
+        entry in its config's `custom_pipelines`); None when they are not recorded."""
+        entries = getattr(self.model.config, "custom_pipelines", None)
+        entry = entries.get(self.task_name) if isinstance(entries, dict) else None
+        fields = entry.get("input_fields") if isinstance(entry, dict) else None
+        return list(fields) if isinstance(fields, (list, tuple)) else None
 
     def check_example(self, inputs: Any) -> None:
-        check_input_fields(inputs, ("sentence1", "condition"), ("sentence2", "label"), self.task_name)
+        check_input_fields(inputs, ("sentence1", "condition"), ("sentence2",), self.task_name)
+        fields = self.trained_fields()
+        if inputs.get("sentence2") is not None and fields is not None and "sentence2" not in fields:
+            listed = " and ".join(f"`{field}`" for field in fields)
+            raise ValueError(
+                f"Input has `sentence2`, but this model was trained on inputs of {listed} only (a sentence and a "
+                "condition such as an aspect, no second sentence): leave `sentence2` out."
+            )
         input_format = getattr(self.model, "input_format", "cross")
         if input_format not in _INPUT_ENCODERS:
             raise ValueError(f"no input encoding for input_format {input_format!r}; known: {sorted(_INPUT_ENCODERS)}.")
@@ -411,3 +570,12 @@ class ConditionalSimilarityPipeline(ScoringPipeline):
             [e["condition"] for e in examples],
             max_length=max_length,
         )
+
+    def text_segments(self, examples: "list[dict]") -> "dict[str, tuple[str | None, ...]]":
+        pair = examples[0].get("sentence2") is not None
+        input_format = getattr(self.model, "input_format", "cross")
+        if input_format == "tri":
+            return {"input_ids": ("sentence1",), "input_ids_2": ("sentence2",), "input_ids_3": ("condition",)}
+        if input_format == "bi":
+            return {"input_ids": ("sentence1", "condition"), "input_ids_2": ("sentence2", "condition")}
+        return {"input_ids": ("sentence1", "sentence2", "condition") if pair else ("sentence1", "condition")}

@@ -17,7 +17,6 @@ from .pipeline_conditional_similarity import (
     encode_conditional_inputs,
     encode_pair_inputs,
     encode_tri_inputs,
-    validate_texts,
 )
 
 
@@ -27,7 +26,7 @@ def encode_prompt_inputs(
     """Neighbor attention's prompt inputs of a batch of pairs, with the label words and prompt options of
     `model.config`.
 
-    `max_length` defaults to the tokenizer's limit, as for the other encodings. The encoding lives with the model
+    `max_length` defaults to the tokenizer's limit (`default_max_length`). The encoding lives with the model
     (`encode_neighbor_attention_inputs` and `resolve_label_words` of the module that defines its class), so an export
     uses its own copy and this file needs no import of a modeling file.
     """
@@ -50,15 +49,16 @@ class PairSimilarityPipeline(ScoringPipeline):
     `text-classification` pairs) -> scores, for every pairzoo model trained on a sentence-pair task.
 
     Regression models return `{"score": s}` on the label scale the model was trained on (`config.label_min` to
-    `config.label_max`, e.g. 0-5 for STS-B); classification models return `{"label": name, "score": probability}`.
+    `config.label_max`, e.g. 0-5 for STS-B); classification models return `{"label": name, "score": probability}`. Each
+    text must be a string with a visible character; a `label` key (a data set row's) is ignored whatever its value,
+    and any other key is an error.
     """
 
     task_name = "pair-similarity"
+    text_fields = ("text", "text_pair")
 
     def check_example(self, inputs: Any) -> None:
-        check_input_fields(inputs, ("text", "text_pair"), ("label",), self.task_name)
-        for field in ("text", "text_pair"):
-            validate_texts(field, inputs[field])
+        check_input_fields(inputs, ("text", "text_pair"), (), self.task_name)
         input_format = getattr(self.model, "input_format", "cross")
         if input_format not in _PAIR_ENCODERS:
             raise ValueError(
@@ -72,6 +72,14 @@ class PairSimilarityPipeline(ScoringPipeline):
         if input_format == "prompt":
             return encode_prompt_inputs(self.model, self.tokenizer, text, text_pair, max_length=max_length)
         return _PAIR_ENCODERS[input_format](self.tokenizer, text, text_pair, max_length=max_length)
+
+    def text_segments(self, examples: "list[dict]") -> "dict[str, tuple[str | None, ...]]":
+        input_format = getattr(self.model, "input_format", "cross")
+        if input_format == "tri":
+            return {"input_ids": ("text",), "input_ids_2": ("text_pair",)}
+        if input_format == "prompt":  # the label-word prompt comes first
+            return {"input_ids": (None, "text", "text_pair")}
+        return {"input_ids": ("text", "text_pair")}
 
 
 # The encoding of each `input_format` for a sentence pair (`prompt` needs the model: `encode_prompt_inputs`).

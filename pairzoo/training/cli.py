@@ -1,4 +1,6 @@
-"""`python -m pairzoo.train`: fine-tune any registered model on any pairzoo data set with `transformers.Trainer`.
+"""`python -m pairzoo.train`: fine-tune any registered model on any pairzoo data set, or on your own data files
+(`--train_file`, `--validation_file`, `--test_file`: CSV, TSV, JSON lines or Parquet, see
+`pairzoo.training.data.load_data_files`), with `transformers.Trainer`.
 
 `accelerate launch -m pairzoo.train ...` (or `torchrun`) runs the same command on several processes, GPUs or nodes
 (docs/scaling.md); on machines without an accelerator the processes train data-parallel over gloo. At the end the
@@ -13,12 +15,22 @@ read the data set's task, a checkpoint that is incomplete, unreadable or another
 the flag, field or file, and leave the disk as it was. A run that fails later removes what it created, except
 complete checkpoints, which it keeps to resume from.
 
+The output folder is claimed for the run (`claimed_output_dir`): a second run into it is refused while the first
+runs, a killed run's lock is taken over, and what a run killed mid-write left (a hidden half-written export) is
+cleared. Every file a run writes gets a plain `open`'s mode (checkpoints included; safetensors writes 0600). A
+validation metric that is undefined (a Spearman correlation of constant labels) does not fail the run: it is logged,
+recorded as `null` in metrics.json (strict JSON) and left out of the export's evaluation results.
+
 Training stops with a `NonFiniteLossError` at the first non-finite loss and never saves non-finite weights, so the
 last checkpoint stays good; `--resume_from_checkpoint last` resumes from the newest complete checkpoint.
 """
 
 import argparse
+import dataclasses
+import importlib.util
+import inspect
 import json
+import logging
 import math
 import os
 import shutil
@@ -26,23 +38,47 @@ import sys
 import textwrap
 import zipfile
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from datasets import Dataset
+from datasets import Dataset, DatasetDict
 from safetensors import SafetensorError, safe_open
 from transformers import HfArgumentParser, Trainer, TrainerCallback, TrainingArguments, set_seed
+from transformers.integrations import get_available_reporting_integrations
+from transformers.integrations.integration_utils import INTEGRATION_TO_CALLBACK
+from transformers.optimization import TYPE_TO_SCHEDULER_FUNCTION
 from transformers.trainer_callback import TrainerState
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, SchedulerType
 
 from ..backbones import load_tokenizer
-from ..fileio import write_text_atomic
+from ..configuration.common import check_max_length
+from ..fileio import (
+    check_folder_free,
+    check_output_folder,
+    folder_lock,
+    give_plain_modes,
+    remove_leftovers,
+    write_text_atomic,
+)
 from ..registry import create_model, get_model_spec, list_models
-from .collators import make_collator
-from .data import KG_DATASETS, dataset_task, has_training_split, label_range, list_datasets, load_dataset
+from . import collators
+from .collators import align_special_tokens, check_training_data, make_collator
+from .data import (
+    COLUMN_FLAGS,
+    KG_DATASETS,
+    DataFiles,
+    dataset_task,
+    has_training_split,
+    label_range,
+    list_datasets,
+    load_data_files,
+    load_dataset,
+)
 from .metrics import compute_metrics_fn, positive_class
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_OUTPUT_DIR = "outputs/train"
 PAIR_TASKS = ("pair-regression", "pair-classification")
@@ -64,7 +100,49 @@ class ModelArguments:
 class DataArguments:
     """Which data to train and evaluate on."""
 
-    dataset: str = field(default="synthetic", metadata={"help": "Data set name (listed below) or hub:<id>."})
+    dataset: str | None = field(
+        default=None,
+        metadata={
+            "help": "Data set name (listed below) or hub:<id>; synthetic when neither it nor --train_file is given."
+        },
+    )
+    train_file: str | None = field(
+        default=None,
+        metadata={
+            "help": "Your own training data instead of --dataset: a .csv, .tsv, .jsonl (or .json: JSON lines) or "
+            ".parquet file with the columns below. The task kind (pair regression or classification, conditional "
+            "similarity or classification) follows from its columns and labels, and is logged."
+        },
+    )
+    validation_file: str | None = field(
+        default=None, metadata={"help": "Validation data for --train_file (needed with it), its columns."}
+    )
+    test_file: str | None = field(
+        default=None, metadata={"help": "Labelled test data for --train_file, evaluated after training (test_*)."}
+    )
+    sentence1_column: str = field(default="sentence1", metadata={"help": "--train_file column of the first sentence."})
+    sentence2_column: str = field(
+        default="sentence2", metadata={"help": "--train_file column of the second sentence (optional)."}
+    )
+    condition_column: str = field(
+        default="condition", metadata={"help": "--train_file column of the condition (optional)."}
+    )
+    label_column: str = field(
+        default="label",
+        metadata={
+            "help": "--train_file column of the labels: class names, integer class ids, or scores (regression)."
+        },
+    )
+    label_min: float | None = field(
+        default=None,
+        metadata={
+            "help": "Lowest regression label of --train_file data (default: the training file's minimum); given "
+            "(or --label_max), integer labels are regression scores, not class ids."
+        },
+    )
+    label_max: float | None = field(
+        default=None, metadata={"help": "Highest regression label (default: the training file's maximum)."}
+    )
     data_dir: str | None = field(default=None, metadata={"help": "Shared data folder (default ../shared/data)."})
     csts_path: str | None = field(default=None, metadata={"help": "Folder of the official C-STS CSVs."})
     max_length: int = field(default=128, metadata={"help": "Maximum tokens per example (sentences truncated first)."})
@@ -76,6 +154,45 @@ class DataArguments:
     export: bool = field(
         default=True, metadata={"help": "Write the Hub export folder <output_dir>/export at the end."}
     )
+
+    def __post_init__(self) -> None:
+        """One data source: `--dataset` (default synthetic) or own files (`--train_file` with `--validation_file`),
+        each with only its own flags."""
+        own = {"train_file": self.train_file, "validation_file": self.validation_file, "test_file": self.test_file}
+        if self.train_file is None:
+            given = [f"--{name}" for name, value in own.items() if value is not None]
+            given += [
+                f"--{name}"
+                for name in OWN_FILE_ONLY_FLAGS
+                if getattr(self, name) != getattr(DataArguments, name, None)
+            ]
+            if given:
+                raise ValueError(f"`{given[0]}` is read with --train_file only (own data files); pass --train_file.")
+            self.dataset = "synthetic" if self.dataset is None else self.dataset
+            return
+        if self.dataset is not None:
+            raise ValueError(
+                f"`--dataset` and `--train_file` are mutually exclusive: train on --dataset {self.dataset} or on your "
+                "own files, not both."
+            )
+        if self.validation_file is None:
+            raise ValueError(
+                "`--train_file` needs `--validation_file` (the rows evaluated during and after training)."
+            )
+        for name in ("data_dir", "csts_path"):
+            if getattr(self, name) is not None:
+                raise ValueError(f"`--{name}` is read with --dataset only; with --train_file leave it out.")
+
+
+# Flags of `DataArguments` read only with own data files (`--train_file`).
+OWN_FILE_ONLY_FLAGS = (
+    "sentence1_column",
+    "sentence2_column",
+    "condition_column",
+    "label_column",
+    "label_min",
+    "label_max",
+)
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -327,7 +444,7 @@ class GuardedTrainer(Trainer):
 
     def _get_eval_sampler(self, eval_dataset: Dataset) -> "torch.utils.data.Sampler | list[int] | None":
         """On one process, evaluation rows longest first (characters of `TEXT_COLUMNS`, as sentence-transformers'
-        `CrossEncoder.predict` sorts), so each batch pads to similar lengths (issue 24); the metrics do not depend on
+        `CrossEncoder.predict` sorts), so each batch pads to similar lengths; the metrics do not depend on
         the order of the rows."""
         columns = [c for c in TEXT_COLUMNS if c in getattr(eval_dataset, "column_names", ())]
         if self.args.world_size > 1 or not columns:
@@ -352,8 +469,9 @@ def trainable_datasets(model: str) -> list[str]:
     return [name for name in list_datasets() if has_training_split(name) and dataset_task(name) in tasks]
 
 
-def check_model_reads_task(model: str, dataset: str, task: str) -> None:
-    """A ValueError (with the models that can) unless `model` trains on `dataset`, whose task kind is `task`."""
+def check_model_reads_task(model: str, dataset: str, task: str, flag: str = "--dataset") -> None:
+    """A ValueError (with the models that can) unless `model` trains on `dataset` (given by `flag`), whose task kind
+    is `task`."""
     if task in model_tasks(model):
         return
     readers = [name for name in list_models() if task in model_tasks(name)]
@@ -364,7 +482,7 @@ def check_model_reads_task(model: str, dataset: str, task: str) -> None:
         else f" Models that can train on {dataset!r}: {', '.join(readers) or 'none'}."
     )
     raise ValueError(
-        f"--model {model} cannot train on --dataset {dataset}: {dataset!r} is {task} data, and {model!r} trains on "
+        f"--model {model} cannot train on {flag} {dataset}: {dataset!r} is {task} data, and {model!r} trains on "
         f"{' or '.join(model_tasks(model))} data (data sets: {', '.join(trainable_datasets(model))}).{pair_hint}"
     )
 
@@ -384,6 +502,15 @@ def _validate_data_args(data_args: DataArguments) -> None:
             check_number(name, value, "an integer >= 1", lambda v: v >= 1)
     # Spearman and Pearson need two validation rows; classification needs one.
     check_number("synthetic_validation_size", data_args.synthetic_validation_size, "an integer >= 2", lambda v: v >= 2)
+    check_number("data_seed_split", data_args.data_seed_split, "an integer in [0, 2**32)", lambda v: 0 <= v < 2**32)
+    for name in ("label_min", "label_max"):
+        if getattr(data_args, name) is not None:
+            check_number(name, getattr(data_args, name), "a finite number", lambda v: True)
+    if data_args.csts_path is not None and data_args.dataset != "csts":
+        raise ValueError(
+            f"`--csts_path` is read with --dataset csts only; this run trains on --dataset {data_args.dataset} (leave "
+            "--csts_path out, or pass --dataset csts)."
+        )
 
 
 def _validate_training_args(args: TrainingArguments) -> None:
@@ -417,6 +544,67 @@ def _validate_training_args(args: TrainingArguments) -> None:
             check_number(name, getattr(args, name), "a number > 0 (a fraction of the steps when < 1)", lambda v: v > 0)
     check_number("dataloader_num_workers", args.dataloader_num_workers, "an integer >= 0", lambda v: v >= 0)
     check_number("seed", args.seed, "an integer in [0, 2**32)", lambda v: 0 <= v < 2**32)
+    if args.data_seed is not None:
+        check_number("data_seed", args.data_seed, "an integer in [0, 2**32)", lambda v: 0 <= v < 2**32)
+    for name in ("eval_accumulation_steps", "dataloader_prefetch_factor", "save_total_limit"):
+        if getattr(args, name) is not None:
+            check_number(name, getattr(args, name), "an integer >= 1", lambda v: v >= 1)
+    if args.neftune_noise_alpha is not None:
+        check_number("neftune_noise_alpha", args.neftune_noise_alpha, "a number > 0", lambda v: v > 0)
+    check_number("eval_delay", args.eval_delay, "a number >= 0", lambda v: v >= 0)
+    check_number("ddp_timeout", args.ddp_timeout, "an integer >= 1 (seconds)", lambda v: v >= 1)
+    if args.fp16 and (args.use_cpu or not has_accelerator()):
+        raise ValueError(
+            "`--fp16` needs a GPU or another accelerator; none was found (on the CPU float16 mixed precision is "
+            "turned off, and the run would train in float32)."
+        )
+    if args.label_names is not None and list(args.label_names) != ["labels"]:
+        raise ValueError(
+            f"`--label_names` is fixed by pairzoo.train to ['labels']; leave it out (got {args.label_names})."
+        )
+    if args.optim_args:
+        pairs = args.optim_args.replace(" ", "").split(",")
+        if any(pair.count("=") != 1 or pair.startswith("=") for pair in pairs):
+            raise ValueError(f"`--optim_args` must be comma-separated key=value pairs, got {args.optim_args!r}.")
+    _check_lr_scheduler_kwargs(args)
+    _check_report_to(args.report_to)
+
+
+def _check_lr_scheduler_kwargs(args: TrainingArguments) -> None:
+    """`--lr_scheduler_kwargs` must be a JSON object of arguments the `--lr_scheduler_type` schedule takes (the
+    Trainer would fail with a TypeError at its first step, or ignore them)."""
+    kwargs = args.lr_scheduler_kwargs
+    if not kwargs:
+        return
+    if not isinstance(kwargs, dict):
+        raise ValueError(f"`--lr_scheduler_kwargs` must be a JSON object, got {kwargs!r}.")
+    kind = SchedulerType(args.lr_scheduler_type)
+    parameters = inspect.signature(TYPE_TO_SCHEDULER_FUNCTION[kind]).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return  # passed on to a torch scheduler, which checks them
+    taken = [name for name in parameters if name not in ("optimizer", "num_warmup_steps", "num_training_steps")]
+    if kind in (SchedulerType.CONSTANT, SchedulerType.CONSTANT_WITH_WARMUP):
+        taken = []  # `get_scheduler` passes these schedules no extra arguments
+    unknown = sorted(set(kwargs) - set(taken))
+    if unknown:
+        raise ValueError(
+            f"`--lr_scheduler_kwargs` has {unknown}, which the {kind.value!r} schedule does not take "
+            f"(it takes {taken or 'none'})."
+        )
+
+
+def _check_report_to(report_to: "list | None") -> None:
+    """Each `--report_to` integration must be one transformers knows and whose package is installed."""
+    available = get_available_reporting_integrations()
+    for name in report_to or []:
+        if name is None or name in available:
+            continue
+        if name not in INTEGRATION_TO_CALLBACK:
+            raise ValueError(f"`--report_to` {name!r} is not one of {sorted(INTEGRATION_TO_CALLBACK)} (or none, all).")
+        raise ValueError(
+            f"`--report_to {name}` needs the {name} package, which is not installed (installed: "
+            f"{', '.join(available) or 'none'})."
+        )
 
 
 def parse_overrides(text: "str | None") -> dict:
@@ -445,8 +633,8 @@ def check_world_size(training_args: TrainingArguments) -> None:
 
 
 def prepare_data(data_args: DataArguments, seed: int) -> "tuple[Dataset, Dataset]":
-    """The train and validation splits of `data_args`, train capped to a `seed`-shuffled sample; a ValueError when a
-    split is missing or too small to train or evaluate on."""
+    """The train and validation splits of `data_args.dataset`, train capped to a `seed`-shuffled sample; a ValueError
+    when a split is missing or too small to train or evaluate on."""
     data = load_dataset(
         data_args.dataset,
         data_dir=data_args.data_dir,
@@ -457,18 +645,46 @@ def prepare_data(data_args: DataArguments, seed: int) -> "tuple[Dataset, Dataset
     for split in ("train", "validation"):
         if split not in data:
             raise ValueError(f"dataset {data_args.dataset!r} has no {split!r} split (it has {sorted(data)}).")
-    train, validation = data["train"], data["validation"]
+    return cap_splits(data["train"], data["validation"], data_args, seed, f"dataset {data_args.dataset!r}")
+
+
+def prepare_data_files(data_args: DataArguments, seed: int, tasks: "tuple[str, ...]") -> DataFiles:
+    """Own data files of `data_args` (`--train_file`, `--validation_file`, `--test_file`, the column and label
+    flags) read by `load_data_files` for a model that trains on task kinds `tasks`, the train and validation splits
+    capped as `cap_splits` does."""
+    files = {"train": data_args.train_file, "validation": data_args.validation_file, "test": data_args.test_file}
+    data = load_data_files(
+        {split: path for split, path in files.items() if path is not None},
+        {field: getattr(data_args, f"{field}_column") for field in COLUMN_FLAGS},
+        data_args.label_min,
+        data_args.label_max,
+        tasks,
+    )
+    splits = DatasetDict(data.splits)
+    name = f"--train_file {data_args.train_file!r} with --validation_file {data_args.validation_file!r}"
+    splits["train"], splits["validation"] = cap_splits(splits["train"], splits["validation"], data_args, seed, name)
+    if "test" in splits and data.label_range is not None and len(splits["test"]) < 2:
+        raise ValueError(f"`--test_file` {data_args.test_file!r} has 1 row: Spearman and Pearson need at least 2.")
+    return dataclasses.replace(data, splits=splits)
+
+
+def cap_splits(
+    train: Dataset, validation: Dataset, data_args: DataArguments, seed: int, name: str
+) -> "tuple[Dataset, Dataset]":
+    """`train` capped to `--max_train_samples` rows (a `seed`-shuffled sample) and `validation` to
+    `--max_eval_samples` (its first rows); a ValueError naming the data (`name`) when no training row is left or too
+    few validation rows to evaluate (2 for Spearman and Pearson, 1 for classification)."""
     if data_args.max_train_samples is not None:
         train = train.shuffle(seed=seed).select(range(min(data_args.max_train_samples, len(train))))
     if data_args.max_eval_samples is not None:
         validation = validation.select(range(min(data_args.max_eval_samples, len(validation))))
     if len(train) == 0:
-        raise ValueError(f"dataset {data_args.dataset!r} has no training rows: this run would not train.")
+        raise ValueError(f"{name} has no training rows: this run would not train.")
     regression = not hasattr(train.features["label"], "names")
     if len(validation) < (2 if regression else 1):
         flag = "--max_eval_samples" if data_args.max_eval_samples is not None else "its validation split"
         raise ValueError(
-            f"dataset {data_args.dataset!r} gives {len(validation)} validation row(s) ({flag}): "
+            f"{name} gives {len(validation)} validation row(s) ({flag}): "
             f"{'Spearman and Pearson need at least 2' if regression else 'evaluation needs at least 1'}."
         )
     return train, validation
@@ -504,6 +720,88 @@ def undone_on_failure(output_dir: Path, enabled: bool) -> Iterator[None]:
         raise
 
 
+def check_output_dir(
+    output_dir: "str | os.PathLike", is_main: "bool | None" = None, flag: str = "--output_dir"
+) -> None:
+    """Before anything is built: `output_dir` must be or become a writable folder, and (on the main process; None:
+    the launcher's `RANK` is 0 or unset) no running run may hold it (`pairzoo.fileio.check_folder_free`). Reads
+    only."""
+    check_output_folder(output_dir, flag)
+    if is_main is None:
+        is_main = int(os.environ.get("RANK", "0")) == 0
+    if is_main:
+        check_folder_free(output_dir, flag)
+
+
+@contextmanager
+def claimed_output_dir(
+    output_dir: "str | os.PathLike", args: TrainingArguments, flag: str = "--output_dir"
+) -> Iterator[None]:
+    """Hold `output_dir` for a run's block. On the main process (`process_index` 0; the others of a distributed run
+    take no lock): its lock (`pairzoo.fileio.folder_lock`: another run into it is refused while this one runs, a
+    killed run's lock is taken over), then the removal of what a run killed mid-write left there
+    (`pairzoo.fileio.remove_leftovers`, logged in one line). On every process that saves: `undone_on_failure`. The
+    lock is released at the end, also on an exception."""
+    output_dir = Path(output_dir)
+    with ExitStack() as stack:
+        if args.process_index == 0:
+            stack.enter_context(folder_lock(output_dir, flag))
+            removed, restored = remove_leftovers(output_dir)
+            if removed or restored:
+                logger.warning(
+                    "%s %r: cleared what an interrupted run left: removed %s%s.",
+                    flag,
+                    str(output_dir),
+                    ", ".join(removed) or "nothing",
+                    f"; restored {', '.join(restored)} (its replacement was never put in place)" if restored else "",
+                )
+        stack.enter_context(undone_on_failure(output_dir, args.should_save))
+        yield
+
+
+class PlainModesOnSave(TrainerCallback):
+    """Gives every file of each checkpoint the mode a plain `open` gives (`pairzoo.fileio.give_plain_modes`), as the
+    export has: safetensors writes its files 0600."""
+
+    def on_save(self, args, state, control, **kwargs):
+        folder = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
+        if args.should_save and folder.is_dir():
+            give_plain_modes(folder)
+
+
+def undefined_to_none(value: object) -> object:
+    """`value` with every non-finite float (in nested dicts and lists too) replaced by None (JSON `null`)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: undefined_to_none(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [undefined_to_none(item) for item in value]
+    return value
+
+
+def strict_json(value: object) -> str:
+    """`value` as strict JSON (indented): non-finite numbers become `null` (`undefined_to_none`), never a bare NaN."""
+    return json.dumps(undefined_to_none(value), indent=2, default=str, allow_nan=False)
+
+
+def undefined_metrics(metrics: dict) -> list[str]:
+    """The names of the metrics in `metrics` that are undefined (NaN or infinite: a correlation of constant labels or
+    predictions), each logged as a warning. A non-finite loss is a failed run: a `NonFiniteLossError`."""
+    non_finite = [name for name, v in metrics.items() if isinstance(v, (int, float)) and not math.isfinite(v)]
+    losses = [name for name in non_finite if name.endswith("loss")]
+    if losses:
+        raise NonFiniteLossError(f"validation metrics {losses} are not finite; nothing was written.")
+    for name in non_finite:
+        logger.warning(
+            "%s is undefined (%s: constant labels or predictions); metrics.json records it as null and the export's "
+            "evaluation results leave it out.",
+            name,
+            metrics[name],
+        )
+    return non_finite
+
+
 def _warmup_text(warmup_steps: float) -> str:
     """`--warmup_steps` as the Trainer reads it: a fraction of the training steps below 1, else a step count."""
     return f"{warmup_steps:g} of the training steps" if 0 < warmup_steps < 1 else f"{int(warmup_steps)} steps"
@@ -515,7 +813,7 @@ def _training_recipe(
     """The run's recipe for the export's model card (`export_model(training=...)`): data, schedule, batch sizes,
     optimiser and seed, as this run used them."""
     recipe = {
-        "dataset": data_args.dataset,
+        "dataset": result["dataset"],
         "backbone": model_args.backbone,
         "train_rows": result["train_rows"],
         "validation_rows": result["validation_rows"],
@@ -539,42 +837,83 @@ def _training_recipe(
     return {name: value for name, value in recipe.items() if value is not None}
 
 
+def _eval_results(metrics: dict, undefined: "list[str]", data_args: DataArguments) -> "list[dict]":
+    """The export's evaluation results: the defined `validation_*` (and `test_*`) metrics, each split named by its
+    data set or file."""
+    files = {"validation": data_args.validation_file, "test": data_args.test_file}
+    results = []
+    for split in ("validation", "test"):
+        measured = {k: v for k, v in metrics.items() if k.startswith(f"{split}_") and k not in undefined}
+        if measured:
+            dataset = Path(files[split]).name if data_args.train_file is not None else data_args.dataset
+            results.append({"dataset": dataset, "split": split, "metrics": measured})
+    return results
+
+
 def run(model_args: ModelArguments, data_args: DataArguments, training_args: TrainingArguments) -> dict:
     """Check every input, then train, evaluate on validation, write metrics.json and the export folder; returns the
     metrics. Nothing is written before all checks pass."""
     spec = get_model_spec(model_args.model)
-    task = dataset_task(data_args.dataset) if not data_args.dataset.startswith("hub:") else spec.task
-    if task == "kg-triples":
-        raise ValueError(f"dataset {data_args.dataset!r} is a knowledge graph; train it with its method's KG script.")
-    check_model_reads_task(model_args.model, data_args.dataset, task)
+    own_files = data_args.train_file is not None
+    if not own_files:
+        task = dataset_task(data_args.dataset) if not data_args.dataset.startswith("hub:") else spec.task
+        if task == "kg-triples":
+            raise ValueError(
+                f"dataset {data_args.dataset!r} is a knowledge graph; train it with its method's KG script."
+            )
+        check_model_reads_task(model_args.model, data_args.dataset, task)
     overrides = parse_overrides(model_args.config_overrides)
     _validate_data_args(data_args)
     _validate_training_args(training_args)
+    check_output_dir(training_args.output_dir, training_args.process_index == 0)
     resume = resolve_resume_checkpoint(training_args.resume_from_checkpoint, training_args.output_dir)
     if resume is not None:
         _check_checkpoint_files(resume)
     check_world_size(training_args)
     set_seed(training_args.seed)
-    train, validation = prepare_data(data_args, training_args.seed)
+    test = None
+    if own_files:
+        own = prepare_data_files(data_args, training_args.seed, spec.training_tasks)
+        task, data_name = own.task, Path(data_args.train_file).name
+        check_model_reads_task(model_args.model, data_args.train_file, task, flag="--train_file")
+        logger.warning("%s", own.summary)
+        train, validation, test = own.splits["train"], own.splits["validation"], own.splits.get("test")
+        regression_range = own.label_range
+    else:
+        data_name = data_args.dataset
+        train, validation = prepare_data(data_args, training_args.seed)
+        regression_range = label_range(data_args.dataset) or (1.0, 5.0)
     label_feature = train.features["label"]
     label_names = list(label_feature.names) if hasattr(label_feature, "names") else None
     if hasattr(label_feature, "names"):
         overrides.setdefault("id2label", dict(enumerate(label_feature.names)))
         overrides.setdefault("label2id", {n: i for i, n in enumerate(label_feature.names)})
     else:
-        low, high = label_range(data_args.dataset) or (1.0, 5.0)
-        overrides.setdefault("label_min", low)
-        overrides.setdefault("label_max", high)
+        overrides.setdefault("label_min", regression_range[0])
+        overrides.setdefault("label_max", regression_range[1])
     model = create_model(model_args.model, backbone=model_args.backbone, **overrides)
+    check_max_length(data_args.max_length, getattr(model.config, "backbone_config", None), "--max_length")
+    if training_args.label_smoothing_factor and model.config.num_labels == 1:
+        raise ValueError(
+            f"`--label_smoothing_factor` smooths class labels; {data_name} is regression data (scores), got "
+            f"{training_args.label_smoothing_factor}."
+        )
     _check_checkpoints_match(model.config, training_args.output_dir, resume)
     tokenizer = load_tokenizer(model_args.backbone)
+    align_special_tokens(model, tokenizer)  # the Trainer has nothing to align (and no warning to give)
     num_labels = model.config.num_labels
     label_bounds = None if num_labels > 1 else (model.config.label_min, model.config.label_max)
+    splits = {"train": train, "validation": validation, **({"test": test} if test is not None else {})}
+    # The rows are checked with pairzoo's collator for the model; the Trainer gets `make_collator`'s.
+    checker = collators.make_collator(model, tokenizer, data_args.max_length, label_bounds)
+    check_training_data(model, checker, splits, data_name)
     collator = make_collator(model, tokenizer, data_args.max_length, label_bounds)
-    training_args.remove_unused_columns = False
+    training_args.remove_unused_columns = False  # the collator encodes the text columns
     training_args.label_names = ["labels"]
+    if training_args.use_cpu or not has_accelerator():
+        training_args.dataloader_pin_memory = False  # nothing to pin host memory for
     stats_callback = TrainingStatsCallback()
-    with undone_on_failure(Path(training_args.output_dir), training_args.should_save):
+    with claimed_output_dir(training_args.output_dir, training_args):
         trainer = GuardedTrainer(
             model=model,
             args=training_args,
@@ -583,23 +922,24 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Tra
             data_collator=collator,
             processing_class=tokenizer,
             compute_metrics=compute_metrics_fn(num_labels, label_names),
-            callbacks=[_FiniteWeightsBeforeSave(), stats_callback],
+            callbacks=[_FiniteWeightsBeforeSave(), stats_callback, PlainModesOnSave()],
         )
         train_output = trainer.train(resume_from_checkpoint=resume)
         metrics = trainer.evaluate(metric_key_prefix="validation")
+        if test is not None:
+            metrics |= trainer.evaluate(test, metric_key_prefix="test")
         # The mean training loss over the run's steps beside the dev metrics (it tells under- from overfitting); not
         # after a resume, where the Trainer averages only the steps this process trained.
         if resume is None:
             metrics["train_loss"] = train_output.training_loss
-        # A non-finite loss is a failed run; a NaN correlation is an undefined metric (constant predictions) and is
-        # reported as such.
-        non_finite = [k for k, v in metrics.items() if k.endswith("loss") and not math.isfinite(v)]
-        if non_finite:
-            raise NonFiniteLossError(f"validation metrics {non_finite} are not finite; nothing was written.")
+        # A non-finite loss is a failed run; a NaN correlation is an undefined metric (constant labels or
+        # predictions): the trained run is kept, the metric recorded as null.
+        undefined = undefined_metrics(metrics)
+        metrics = undefined_to_none(metrics)
         result = {
             "model": model_args.model,
             "backbone": model_args.backbone,
-            "dataset": data_args.dataset,
+            "dataset": data_name,
             "seed": training_args.seed,
             "train_rows": len(train),
             "validation_rows": len(validation),
@@ -613,11 +953,20 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Tra
             # in the export's eval results, which are measurements on the data set.
             "metrics": metrics | {f"train_stats/{name}": value for name, value in stats_callback.latest.items()},
         }
+        if own_files:
+            result["task"] = task
+            result["data_files"] = {
+                split: getattr(data_args, f"{split}_file")
+                for split in ("train", "validation", "test")
+                if getattr(data_args, f"{split}_file") is not None
+            }
+            result["label_names" if label_names is not None else "label_range"] = label_names or list(label_bounds)
+            if test is not None:
+                result["test_rows"] = len(test)
         if label_names is not None and len(label_names) == 2:
             result["f1_positive_class"] = label_names[positive_class(label_names)]
         if trainer.is_world_process_zero():
             output_dir = Path(training_args.output_dir)
-            output_dir.mkdir(parents=True, exist_ok=True)
             if data_args.export:
                 from ..hub_cards import export_model
 
@@ -625,16 +974,16 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Tra
                     trainer.model,
                     tokenizer,
                     output_dir / "export",
-                    eval_results=[{"dataset": data_args.dataset, "split": "validation", "metrics": metrics}],
+                    eval_results=_eval_results(metrics, undefined, data_args),
                     base_model=model_args.backbone,
                     overwrite=True,
                     task=task,
                     training=_training_recipe(model_args, data_args, training_args, result),
                 )
                 result["export_dir"] = str(output_dir / "export")
-            write_text_atomic(output_dir / "metrics.json", json.dumps(result, indent=2, default=str))
-            print(json.dumps(result, indent=2, default=str))
-        return result
+            write_text_atomic(output_dir / "metrics.json", strict_json(result))
+            print(strict_json(result))
+        return undefined_to_none(result)
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
@@ -660,6 +1009,14 @@ def _help_epilog() -> str:
         f"has its own training script; {', '.join(evaluation_only)} has no training split (evaluation only).",
         "  ",
     )
+    lines += ["", "your own data:"] + _wrap(
+        "--train_file and --validation_file (and --test_file) instead of --dataset: .csv, .tsv, .jsonl or .parquet "
+        "files with the columns --sentence1_column, --label_column and, as the task needs, --sentence2_column and "
+        "--condition_column. A sentence pair is pair regression (scores) or pair classification (class names or "
+        "integer class ids), a pair with a condition conditional similarity (scores), a sentence with a condition "
+        "conditional classification; the task kind and labels read are logged in one line.",
+        "  ",
+    )
     lines += [""] + _wrap(
         "An error in the input prints one line, `pairzoo.train: error: ...`, and exits with status 2 (with "
         "--traceback: the Python traceback)."
@@ -674,9 +1031,17 @@ _DESCRIPTION = (
 )
 
 
+class OneLineErrorParser(HfArgumentParser):
+    """`HfArgumentParser` whose errors (an unknown choice, a value of the wrong type) are a ValueError naming the flag,
+    which the command line prints as one line, not argparse's usage text of every flag and an exit."""
+
+    def error(self, message: str):
+        raise ValueError(message)
+
+
 def build_parser() -> HfArgumentParser:
     """The argument parser of `python -m pairzoo.train`: pairzoo's flags, then `transformers.TrainingArguments`."""
-    parser = HfArgumentParser(
+    parser = OneLineErrorParser(
         (ModelArguments, DataArguments, TrainingArguments),
         prog="python -m pairzoo.train",
         description="\n".join(_wrap(_DESCRIPTION)),
@@ -703,8 +1068,35 @@ def parse_args(argv: "list[str] | None" = None) -> "tuple[ModelArguments, DataAr
         # Accelerate only sets up CPU data parallelism (gloo) when told to use the CPU; otherwise every process
         # would train its own copy of the model.
         os.environ.setdefault("ACCELERATE_USE_CPU", "true")
-    model_args, data_args, training_args, extra = build_parser().parse_args_into_dataclasses(args=argv)
+    parser = build_parser()
+    _check_raw_training_flags(parser.parse_known_args(argv)[0])
+    model_args, data_args, training_args, extra = parser.parse_args_into_dataclasses(args=argv)
     return model_args, data_args, training_args, extra.traceback
+
+
+def is_installed(package: str) -> bool:
+    """Whether `package` can be imported (without importing it)."""
+    return importlib.util.find_spec(package) is not None
+
+
+def _check_raw_training_flags(namespace: argparse.Namespace) -> None:
+    """Flags that `TrainingArguments` would refuse with an error that does not name them, or with a crash: a JSON
+    flag that is not JSON, `--deepspeed` without deepspeed, `--bf16` without an accelerator."""
+    for name in getattr(TrainingArguments, "_VALID_DICT_FIELDS", ()):
+        value = getattr(namespace, name, None)
+        if isinstance(value, str) and value.startswith("{"):
+            try:
+                json.loads(value)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"`--{name}` is not valid JSON ({err.msg} at character {err.pos}).") from err
+    if getattr(namespace, "deepspeed", None) and not is_installed("deepspeed"):
+        raise ValueError("`--deepspeed` needs the deepspeed package, which is not installed.")
+    for name in ("bf16", "bf16_full_eval"):
+        if getattr(namespace, name, False) and not getattr(namespace, "use_cpu", False) and not has_accelerator():
+            raise ValueError(
+                f"`--{name}` needs a GPU or another accelerator; none was found (with --use_cpu true it runs in "
+                "bfloat16 on the CPU)."
+            )
 
 
 def main(argv: "list[str] | None" = None) -> dict:
@@ -727,20 +1119,30 @@ __all__ = [
     "GuardedTrainer",
     "ModelArguments",
     "NonFiniteLossError",
+    "OneLineErrorParser",
+    "PlainModesOnSave",
     "TrainingStatsCallback",
     "build_parser",
+    "cap_splits",
     "check_model_reads_task",
     "check_number",
+    "check_output_dir",
     "check_world_size",
+    "claimed_output_dir",
     "complete_checkpoints",
     "has_accelerator",
+    "is_installed",
     "main",
     "model_tasks",
     "parse_args",
     "parse_overrides",
     "prepare_data",
+    "prepare_data_files",
     "resolve_resume_checkpoint",
     "run",
+    "strict_json",
     "trainable_datasets",
+    "undefined_metrics",
+    "undefined_to_none",
     "undone_on_failure",
 ]

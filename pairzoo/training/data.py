@@ -20,6 +20,7 @@ from pathlib import Path
 
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Value
 
+from ..pipelines.pipeline_conditional_similarity import is_visible
 from .synthetic import make_synthetic_dataset
 
 logger = logging.getLogger(__name__)
@@ -91,13 +92,17 @@ def _read_tsv(
     path: Path, header: bool, min_fields: int, max_fields: "int | None" = None
 ) -> "tuple[list[str], list[list[str]]]":
     """Rows of a TSV read with quoting off (many sentences hold unbalanced quotes); rows with fewer than `min_fields`
-    or more than `max_fields` fields are errors naming the file and line."""
+    or more than `max_fields` fields are errors naming the file and line. With `header`, an empty file and a header
+    naming a column twice (a reader would silently take one of them) are errors naming the file."""
     lines = _read_lines(path)
     try:
         rows = list(csv.reader(lines, delimiter="\t", quoting=csv.QUOTE_NONE))
     except csv.Error as err:
         raise ValueError(f"data file {str(path)!r} is not a readable TSV: {err}.") from err
-    names = rows.pop(0) if header and rows else []
+    if header and not rows:
+        raise ValueError(f"data file {str(path)!r} is empty: expected a header line of tab-separated column names.")
+    names = rows.pop(0) if header else []
+    _check_unique_columns(names, path)
     for number, row in enumerate(rows, start=2 if header else 1):
         if len(row) < min_fields:
             raise ValueError(
@@ -111,6 +116,16 @@ def _read_tsv(
     return names, rows
 
 
+def _check_unique_columns(names: "list[str]", path: Path) -> None:
+    """A ValueError naming the file and the column when a header names a column twice."""
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ValueError(
+            f"{str(path)!r} names column {twice[0]!r} {names.count(twice[0])} times in its header (columns: {names}); "
+            "each column name must be unique."
+        )
+
+
 def _column(names: list[str], name: str, path: Path) -> int:
     if name not in names:
         raise ValueError(f"{str(path)!r} has no column {name!r} (columns: {names}).")
@@ -118,7 +133,9 @@ def _column(names: list[str], name: str, path: Path) -> int:
 
 
 def _check_text(value: str, field: str, path: Path, row: int) -> str:
-    if not value.strip():
+    """`value`, unless it has no visible character (only whitespace, control or zero-width characters, which
+    `validate_texts` refuses in every batch): then a ValueError naming the file, row and field."""
+    if not any(is_visible(char) for char in value):
         raise ValueError(f"{str(path)!r} row {row}: `{field}` is empty.")
     return value
 
@@ -493,34 +510,90 @@ def _load_shared(spec: DatasetSpec, data_dir: Path, split: "str | None", seed: i
 # --------------------------------------------------------------------------------------------- knowledge graph
 
 
-def load_kg_entities(data_dir: "str | os.PathLike | None" = None) -> Dataset:
-    """WN18RR entity table: `entity_id`, `text` ("name, definition"), from `entity2text.txt`."""
-    path = resolve_data_dir(data_dir) / "WN18RR" / "entity2text.txt"
-    _, rows = _read_tsv(path, header=False, min_fields=2)
-    return Dataset.from_dict({"entity_id": [r[0] for r in rows], "text": [r[1] for r in rows]})
+def _read_kg_texts(path: Path) -> "dict[str, str]":
+    """`id -> text` of a WN18RR text file (`entity2text.txt`, `relation2text.txt`): one `id<TAB>text` row a line.
+    An empty file, a row without exactly two fields (a tab inside the text), an empty id or text, and an id listed
+    twice (which would add a second candidate for one entity) are ValueErrors naming the file and line."""
+    _, rows = _read_tsv(path, header=False, min_fields=2, max_fields=2)
+    if not rows:
+        raise ValueError(f"{str(path)!r} has no rows.")
+    texts: dict[str, str] = {}
+    lines: dict[str, int] = {}
+    for number, (key, text) in enumerate(rows, start=1):
+        if not key.strip() or not text.strip():
+            raise ValueError(f"{str(path)!r} line {number}: the {'id' if not key.strip() else 'text'} is empty.")
+        if key in texts:
+            raise ValueError(f"{str(path)!r} line {number}: {key!r} is listed again (first on line {lines[key]}).")
+        texts[key], lines[key] = text, number
+    return texts
+
+
+def load_kg_entities(
+    data_dir: "str | os.PathLike | None" = None, kg_dir: "str | os.PathLike | None" = None
+) -> Dataset:
+    """The entity table of a knowledge graph: `entity_id`, `text` ("name, definition"), from `entity2text.txt` of
+    `kg_dir` (a folder in the WN18RR layout, see `load_kg_folder`), else of WN18RR in the data folder (`data_dir`).
+    Its rows are checked as `_read_kg_texts` says (each entity once: the table is the candidate set of link
+    prediction)."""
+    texts = _read_kg_texts(_kg_folder(data_dir, kg_dir)[0] / "entity2text.txt")
+    return Dataset.from_dict({"entity_id": list(texts), "text": list(texts.values())})
+
+
+def _kg_folder(data_dir: "str | os.PathLike | None", kg_dir: "str | os.PathLike | None") -> "tuple[Path, str]":
+    """The folder of a knowledge graph's files and the name its errors use: `kg_dir` (which must exist), else
+    `<data folder>/WN18RR` as `'wn18rr'`."""
+    if kg_dir is None:
+        return resolve_data_dir(data_dir) / "WN18RR", "wn18rr"
+    if not Path(kg_dir).is_dir():
+        raise FileNotFoundError(f"knowledge-graph folder {str(kg_dir)!r} (--kg_dir) does not exist.")
+    return Path(kg_dir), str(kg_dir)
+
+
+def load_kg_folder(kg_dir: "str | os.PathLike", split: "str | None" = None) -> DatasetDict:
+    """Triples `(head_id, head, relation, tail_id, tail)` of a knowledge graph in the WN18RR layout: a folder with
+    `entity2text.txt` and `relation2text.txt` (one `id<TAB>text` row a line) and the splits `train.tsv`, `dev.tsv`
+    (validation) and optionally `test.tsv` (one `head_id<TAB>relation_id<TAB>tail_id` row a line), checked as
+    `load_dataset("wn18rr")` checks WN18RR."""
+    folder, name = _kg_folder(None, kg_dir)
+    return _load_kg_triples(folder, name, split)
 
 
 def _load_wn18rr(data_dir: Path, split: "str | None") -> DatasetDict:
-    folder = data_dir / "WN18RR"
-    entities, relations = (dict(_read_tsv(folder / f, header=False, min_fields=2)[1]) for f in WN18RR_TEXT_FILES)
+    return _load_kg_triples(data_dir / "WN18RR", "wn18rr", split)
+
+
+def _load_kg_triples(folder: Path, name: str, split: "str | None") -> DatasetDict:
+    """Triples `(head_id, head, relation, tail_id, tail)` of the splits that exist in `folder` (WN18RR layout),
+    errors naming the knowledge graph `name`. The text files are checked by `_read_kg_texts`; a split file needs
+    exactly three tab-separated fields a row (head id, relation id, tail id) naming listed entities and relations,
+    and an empty train or dev file is an error (an empty test file is held out); each error names the file and
+    line."""
+    entities, relations = (_read_kg_texts(folder / f) for f in WN18RR_TEXT_FILES)
     files = WN18RR_SPLIT_FILES
     if split is not None and split not in files:
-        raise ValueError(f"dataset 'wn18rr' has no split {split!r}; it has {sorted(files)}.")
+        raise ValueError(f"dataset {name!r} has no split {split!r}; it has {sorted(files)}.")
     out = DatasetDict()
-    for name, file in files.items():
-        if split is not None and name != split:
+    for split_name, file in files.items():
+        if split is not None and split_name != split:
             continue
         path = folder / file
         if not path.is_file():
-            if split == name:
-                raise FileNotFoundError(f"split {name!r} of 'wn18rr' needs {str(path)!r}, which is missing.")
+            if split == split_name:
+                raise FileNotFoundError(f"split {split_name!r} of {name!r} needs {str(path)!r}, which is missing.")
             logger.warning(
-                "wn18rr: split %r is missing (%s not found; labelled test splits are held out).", name, path
+                "%s: split %r is missing (%s not found; labelled test splits are held out).", name, split_name, path
             )
             continue
-        _, rows = _read_tsv(path, header=False, min_fields=3)
+        _, rows = _read_tsv(path, header=False, min_fields=3, max_fields=3)
+        if not rows:
+            if split_name != "test":
+                raise ValueError(f"split {split_name!r} of {name!r} has no rows in {str(path)!r}.")
+            if split == split_name:
+                raise FileNotFoundError(f"split {split_name!r} of {name!r} has no rows in {str(path)!r} (held out).")
+            logger.warning("%s: split %r has no rows in %s (held out).", name, split_name, path)
+            continue
         triples = []
-        for n, (head, relation, tail, *_) in enumerate(rows, start=1):
+        for n, (head, relation, tail) in enumerate(rows, start=1):
             for entity in (head, tail):
                 if entity not in entities:
                     raise ValueError(f"{str(path)!r} line {n}: entity {entity!r} has no text in entity2text.txt.")
@@ -535,7 +608,7 @@ def _load_wn18rr(data_dir: Path, split: "str | None") -> DatasetDict:
                     "tail": entities[tail],
                 }
             )
-        out[name] = Dataset.from_list(triples, features=_schema("kg-triples"))
+        out[split_name] = Dataset.from_list(triples, features=_schema("kg-triples"))
     return out
 
 
@@ -554,6 +627,7 @@ def _read_csts_csv(path: Path, require_labels: bool) -> list[dict]:
 
 
 def _parse_csts_rows(reader: csv.DictReader, path: Path, require_labels: bool) -> list[dict]:
+    _check_unique_columns(list(reader.fieldnames or []), path)
     missing = [c for c in CSTS_COLUMNS if c not in (reader.fieldnames or [])]
     if missing and (missing != ["label"] or require_labels):
         raise ValueError(f"C-STS file {str(path)!r} is missing columns {missing} (has {reader.fieldnames}).")
@@ -580,20 +654,16 @@ def _parse_csts_rows(reader: csv.DictReader, path: Path, require_labels: bool) -
 
 
 def load_csts(path: "str | os.PathLike", split: "str | None" = None) -> DatasetDict:
-    """Official C-STS CSVs: a folder with `csts_{train,validation,test}.csv`, or one CSV file (returned as `train`).
+    """Official C-STS CSVs: a folder with `csts_{train,validation,test}.csv`, or one CSV file (returned as split
+    `split`, default `train`).
 
-    Columns `sentence1, sentence2, condition, label`; labels must be in 1-5 (the unlabelled official test file may
-    leave them empty, giving NaN).
+    Columns `sentence1, sentence2, condition, label`, each named once; labels must be in 1-5 (the unlabelled official
+    test file, or one file read as `test`, may leave them empty, giving NaN).
     """
     path = Path(path)
     if path.is_file():
-        return DatasetDict(
-            {
-                split or "train": Dataset.from_list(
-                    _read_csts_csv(path, True), features=_schema("conditional-similarity")
-                )
-            }
-        )
+        rows = _read_csts_csv(path, require_labels=split != "test")
+        return DatasetDict({split or "train": Dataset.from_list(rows, features=_schema("conditional-similarity"))})
     if not path.is_dir():
         raise FileNotFoundError(f"C-STS path {str(path)!r} does not exist.")
     out = DatasetDict()
@@ -610,6 +680,367 @@ def load_csts(path: "str | os.PathLike", split: "str | None" = None) -> DatasetD
             _read_csts_csv(file, require_labels=name != "test"), features=_schema("conditional-similarity")
         )
     return out
+
+
+# --------------------------------------------------------------------------------------------- your own files
+
+
+# File suffix -> the `datasets` builder that reads it (TSV: the CSV builder with a tab delimiter and quoting off).
+DATA_FILE_BUILDERS = {".csv": "csv", ".tsv": "csv", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}
+# The split of each own data file and the flag of `pairzoo.train` that names it.
+DATA_FILE_FLAGS = {"train": "--train_file", "validation": "--validation_file", "test": "--test_file"}
+# The row fields of pairzoo's schemas, the flag naming each one's column in own data files, and what the field holds.
+COLUMN_FLAGS = {
+    "sentence1": "--sentence1_column",
+    "sentence2": "--sentence2_column",
+    "condition": "--condition_column",
+    "label": "--label_column",
+}
+_FIELD_ROLES = {
+    "sentence1": "first sentence",
+    "sentence2": "second sentence",
+    "condition": "condition",
+    "label": "label",
+}
+
+
+def _csv_header(path: Path, delimiter: str, flag: str) -> "list[str]":
+    """The column names of a CSV or TSV file's header line: each named once, none blank."""
+    quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as handle:
+            header = next(csv.reader(handle, delimiter=delimiter, quoting=quoting), None)
+    except UnicodeDecodeError as err:
+        raise ValueError(f"`{flag}` {str(path)!r} is not valid UTF-8 ({err.reason} at byte {err.start}).") from err
+    except csv.Error as err:
+        raise ValueError(f"`{flag}` {str(path)!r}: its header line is not readable ({err}).") from err
+    if not header:
+        raise ValueError(f"`{flag}` {str(path)!r} is empty: expected a header line of column names.")
+    _check_unique_columns(header, path)
+    blank = [number for number, name in enumerate(header, start=1) if not name.strip()]
+    if blank:
+        raise ValueError(f"`{flag}` {str(path)!r}: column {blank[0]} of its header has no name (columns: {header}).")
+    return header
+
+
+def read_data_file(path: "str | os.PathLike", flag: str = "data file") -> Dataset:
+    """The rows of a CSV, TSV, JSON lines (`.jsonl`, or `.json`) or Parquet file, chosen by its suffix
+    (`DATA_FILE_BUILDERS`) and read by that format's `datasets` builder (`datasets.load_dataset("csv", ...)`).
+
+    CSV and TSV cells are read as the text written (no type or missing-value guessing), TSV with quoting off as the
+    shared data's TSV files are; their header line must name each column once. A missing file, an unknown suffix, a
+    file without rows and one the builder cannot parse are errors naming `flag` and the file.
+    """
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in DATA_FILE_BUILDERS:
+        raise ValueError(
+            f"`{flag}` {str(path)!r}: unknown file type {suffix or '(no suffix)'!r}; use .csv, .tsv, .jsonl (or "
+            ".json) with one JSON object a line, or .parquet."
+        )
+    if not path.is_file():
+        raise FileNotFoundError(f"`{flag}` {str(path)!r} does not exist.")
+    builder, options = DATA_FILE_BUILDERS[suffix], {}
+    if builder == "csv":
+        delimiter = "\t" if suffix == ".tsv" else ","
+        names = _csv_header(path, delimiter, flag)
+        options = {
+            "delimiter": delimiter,
+            "features": Features({name: _TEXT for name in names}),
+            "na_filter": False,
+            "encoding": "utf-8-sig",
+            "quoting": csv.QUOTE_NONE if suffix == ".tsv" else csv.QUOTE_MINIMAL,
+        }
+    import datasets
+
+    bars = not datasets.are_progress_bars_disabled()
+    datasets.disable_progress_bars()  # a bar per file read; an error stays one line
+    try:
+        data = datasets.load_dataset(builder, data_files={"data": str(path)}, split="data", **options)
+    except Exception as err:  # pandas, pyarrow, JSON and decoding errors, some wrapped by `datasets`: say which file
+        reason = " ".join(str(err.__cause__ or err).split())
+        raise ValueError(
+            f"`{flag}` {str(path)!r} is not a readable {suffix[1:].upper()} file: {reason[:300]}"
+        ) from err
+    finally:
+        if bars:
+            datasets.enable_progress_bars()
+    if len(data) == 0:
+        raise ValueError(f"`{flag}` {str(path)!r} has no rows.")
+    return data
+
+
+def _row(path: Path, index: int) -> str:
+    """`'<file>' row N` of the row at 0-based `index` of a data file: CSV and TSV rows are numbered as a spreadsheet
+    shows them (the header is row 1), JSON lines by line, Parquet from 1."""
+    return f"{str(path)!r} row {index + (2 if path.suffix.lower() in ('.csv', '.tsv') else 1)}"
+
+
+def _file_texts(values: list, column: str, path: Path) -> "list[str]":
+    """`values` of text column `column`, each with a visible character (`_check_text`), else a ValueError naming
+    the file, row and column."""
+    for index, value in enumerate(values):
+        if not isinstance(value, str) and value is not None:
+            raise ValueError(f"{_row(path, index)}: `{column}` is {value!r}, not text.")
+        if value is None or not any(is_visible(char) for char in value):
+            raise ValueError(f"{_row(path, index)}: `{column}` is empty.")
+    return values
+
+
+def _as_number(value: object) -> "int | float | None":
+    """`value` as a label number (an int where it is written as one; a bool is 0 or 1), None for a class name."""
+    if isinstance(value, (bool, int)):
+        return int(value)
+    if isinstance(value, float):
+        return value
+    for parse in (int, float):
+        try:
+            return parse(value.strip())
+        except ValueError:
+            continue
+    return None
+
+
+def _raw_labels(values: list, column: str, path: Path) -> list:
+    """`values` of label column `column`, each a number or a non-empty class name, else a ValueError naming the
+    file, row and column."""
+    for index, value in enumerate(values):
+        if value is None or (isinstance(value, str) and not value.strip()):
+            raise ValueError(f"{_row(path, index)}: `{column}` is empty.")
+        if not isinstance(value, (str, int, float)):
+            raise ValueError(f"{_row(path, index)}: `{column}` is {value!r}, neither a number nor a class name.")
+        number = _as_number(value)
+        if number is not None and not math.isfinite(number):
+            raise ValueError(f"{_row(path, index)}: `{column}` is {value!r}, not a finite number.")
+    return values
+
+
+def _used_fields(names: "list[str]", columns: "dict[str, str]", path: Path) -> "list[str]":
+    """The row fields the training file has: `sentence1` and `label` always (a missing column names its flag),
+    `sentence2` and `condition` when their column is there (a column named by its flag must be)."""
+    used = []
+    for field, flag in COLUMN_FLAGS.items():
+        column = columns[field]
+        if column in names:
+            used.append(field)
+        elif field in ("sentence1", "label") or column != field:
+            raise ValueError(
+                f"`--train_file` {str(path)!r} has no column {column!r} ({flag}; its columns: {names}); set {flag} "
+                f"to the column of its {_FIELD_ROLES[field]}s."
+            )
+    twice = [field for field in used if [columns[f] for f in used].count(columns[field]) > 1]
+    if twice:
+        raise ValueError(
+            f"{' and '.join(COLUMN_FLAGS[f] for f in twice)} all name column {columns[twice[0]]!r}; each field needs "
+            "its own column."
+        )
+    return used
+
+
+def _own_task(fields: "list[str]", numbers: bool, integers: bool, regression_scale: bool, tasks: tuple, path: Path):
+    """The task kind of training rows with `fields` whose labels are numbers (all `integers`) or class names:
+    regression for non-integer numbers and with `regression_scale` (`--label_min`/`--label_max`), classification for
+    names; integer labels are class ids, unless the model trains only the regression kind of these fields."""
+    pair, conditional = "sentence2" in fields, "condition" in fields
+    if not pair and not conditional:
+        raise ValueError(
+            f"`--train_file` {str(path)!r} has a first sentence and labels but no second sentence and no condition "
+            f"(columns {COLUMN_FLAGS['sentence2']} and {COLUMN_FLAGS['condition']} default to 'sentence2' and "
+            "'condition'); pairzoo's tasks read a sentence pair, a pair and a condition, or a sentence and a "
+            "condition."
+        )
+    regression_kind = "conditional-similarity" if conditional else "pair-regression"
+    classification_kind = "pair-classification" if not conditional else "conditional-classification"
+    if conditional and pair:
+        classification_kind = None  # a pair with a condition is scored (C-STS), not classified
+    elif conditional:
+        regression_kind = None  # a sentence with a condition is classified (ABSA), not scored
+    if not numbers and regression_scale:
+        raise ValueError(
+            "`--label_min`/`--label_max` set the scale of regression labels, but the labels of --train_file "
+            f"{str(path)!r} are class names; leave them out to train a classifier."
+        )
+    regression = numbers and (regression_scale or not integers)
+    if integers and not regression_scale and classification_kind not in tasks and regression_kind in tasks:
+        regression = True
+    if not regression and integers and classification_kind is None:
+        regression = True
+    task = regression_kind if regression else classification_kind
+    if task is None:
+        has = "a sentence pair and a condition" if pair else "a sentence and a condition (no second sentence)"
+        raise ValueError(
+            f"`--train_file` {str(path)!r} has {has} with {'numeric' if regression else 'class'} labels: no pairzoo "
+            "task reads that. Conditional similarity scores a sentence pair under a condition (numeric labels); "
+            "conditional classification classifies one sentence under a condition (class labels)."
+        )
+    return task
+
+
+def _regression_labels(
+    labels: "dict[str, list]", paths: "dict[str, Path]", column: str, label_min, label_max
+) -> "tuple[dict[str, list[float]], tuple[float, float], str]":
+    """Regression scores of each split, the label range (`label_min`/`label_max`, each defaulting to the training
+    scores' min / max) and where it came from; a score outside it is a ValueError naming the file, row and column."""
+    scores = {split: [float(_as_number(value)) for value in values] for split, values in labels.items()}
+    low = min(scores["train"]) if label_min is None else float(label_min)
+    high = max(scores["train"]) if label_max is None else float(label_max)
+    if label_min is not None and label_max is not None:
+        source = "--label_min/--label_max"
+    elif label_min is not None or label_max is not None:
+        source = "--label_min/--label_max and the training labels' min/max"
+    else:
+        source = "the training labels' min/max"
+    if not low < high:
+        raise ValueError(
+            f"the label range [{low:g}, {high:g}] ({source}) is empty; regression needs --label_min < --label_max "
+            "(set both when every training label is the same)."
+        )
+    for split, values in scores.items():
+        for index, score in enumerate(values):
+            if not low <= score <= high:
+                raise ValueError(
+                    f"{_row(paths[split], index)}: `{column}` {score:g} is outside the label range [{low:g}, "
+                    f"{high:g}] ({source}); set --label_min/--label_max to widen it."
+                )
+    return scores, (low, high), source
+
+
+def _class_labels(
+    labels: "dict[str, list]", paths: "dict[str, Path]", column: str, integers: bool
+) -> "tuple[dict[str, list[int]], list[str], str]":
+    """Class ids of each split, the class names and how they were read: integer labels are ids 0..max (names "0",
+    "1", ...), other labels names in sorted order. A negative id, fewer than two training classes and a validation or
+    test label no training row has are ValueErrors naming the file, row and column."""
+    if integers:
+        ids = [int(_as_number(value)) for value in labels["train"]]
+        negative = next((index for index, i in enumerate(ids) if i < 0), None)
+        if negative is not None:
+            raise ValueError(
+                f"{_row(paths['train'], negative)}: `{column}` {ids[negative]} is not a class id (0, 1, ...)."
+            )
+        names = [str(i) for i in range(max(ids) + 1)]
+        classes = sorted(set(ids))
+        text = f"class ids 0..{max(ids)} (integer labels; --label_min/--label_max make them regression scores)"
+    else:
+        classes = names = sorted({str(value) for value in labels["train"]})
+        text = "classes from the label names, sorted: " + ", ".join(f"{i} = {name!r}" for i, name in enumerate(names))
+    if len(classes) < 2:
+        raise ValueError(
+            f"`--train_file` {str(paths['train'])!r}: every `{column}` is {classes[0]!r}; classification needs at "
+            "least two classes."
+        )
+    encoded = {}
+    for split, values in labels.items():
+        encoded[split] = []
+        for index, value in enumerate(values):
+            number = _as_number(value) if integers else None
+            key = int(number) if number is not None and float(number).is_integer() else str(value)
+            if key not in classes:
+                raise ValueError(
+                    f"{_row(paths[split], index)}: `{column}` {value!r} is not a class of the training file (its "
+                    f"classes: {classes})."
+                )
+            encoded[split].append(key if integers else names.index(key))
+    return encoded, names, text
+
+
+def _check_label_kinds(labels: "dict[str, list]", paths: "dict[str, Path]", column: str) -> bool:
+    """Whether the training labels are numbers (most of them; else class names). Numbers and class names are not
+    mixed in the training file, and the other files' labels are numbers when the training labels are; a label that
+    breaks this is a ValueError naming the file, row and column."""
+    numeric = [_as_number(value) is not None for value in labels["train"]]
+    numbers = numeric.count(True) >= numeric.count(False)
+    for split, values in labels.items():
+        for index, value in enumerate(values):
+            if numbers and _as_number(value) is None:
+                others = "the other labels" if split == "train" else "the training labels"
+                raise ValueError(
+                    f"{_row(paths[split], index)}: `{column}` {value!r} is not a number, and {others} are numbers."
+                )
+            if not numbers and split == "train" and _as_number(value) is not None:
+                raise ValueError(
+                    f"{_row(paths[split], index)}: `{column}` {value!r} is a number, and the other labels are class "
+                    "names; labels are either numbers or class names."
+                )
+    return numbers
+
+
+@dataclass(frozen=True)
+class DataFiles:
+    """Own data files read by `load_data_files`: their task kind, splits (pairzoo's schema of that kind), the class
+    names (classification) or the label range (regression), and the one line that states what was inferred."""
+
+    task: str
+    splits: DatasetDict
+    label_names: "list[str] | None"
+    label_range: "tuple[float, float] | None"
+    summary: str
+
+
+def load_data_files(
+    files: "dict[str, str | os.PathLike]",
+    columns: "dict[str, str] | None" = None,
+    label_min: "float | None" = None,
+    label_max: "float | None" = None,
+    tasks: "tuple[str, ...]" = tuple(SCHEMAS),
+) -> DataFiles:
+    """Read own data files (`files`: split -> path; `train` and `validation` needed, `test` optional; each read by
+    `read_data_file`) into pairzoo's schema of their task kind.
+
+    `columns` maps the fields `sentence1`, `sentence2`, `condition`, `label` to column names (each defaults to its
+    own name). `sentence1` and `label` are required; `sentence2` and `condition` are used when the training file has
+    their column. The task kind follows from the fields and the training labels: a sentence pair is pair
+    regression or pair classification, a pair with a condition conditional similarity (numeric labels), a sentence
+    with a condition conditional classification (class labels). Labels that are not all integers, or any labels with
+    `label_min`/`label_max`, are regression scores; their range is `[label_min, label_max]`, each bound defaulting to
+    the training labels' min / max. Class names (labels that are not numbers) become classes in sorted order;
+    integer labels are class ids 0..max (or regression scores when the model, whose `tasks` are given, trains only
+    the regression kind of these fields).
+
+    Checked like the shared data sets: every text has a visible character, every label is a number or a class name
+    (not a mix), regression labels lie in the range, validation and test labels are classes of the training file,
+    and each split has the training file's columns; errors name the file, row and column (a missing column the flag
+    that names it).
+    """
+    columns = {**{field: field for field in COLUMN_FLAGS}, **(columns or {})}
+    unknown = sorted(set(files) - set(DATA_FILE_FLAGS))
+    if unknown:
+        raise ValueError(f"own data files are {list(DATA_FILE_FLAGS)}, got {unknown}.")
+    for split in ("train", "validation"):
+        if files.get(split) is None:
+            raise ValueError(f"own data files need a {split} file ({DATA_FILE_FLAGS[split]}).")
+    paths = {split: Path(path) for split, path in files.items() if path is not None}
+    raw = {split: read_data_file(path, DATA_FILE_FLAGS[split]) for split, path in paths.items()}
+    fields = _used_fields(raw["train"].column_names, columns, paths["train"])
+    texts, labels = {}, {}
+    for split, data in raw.items():
+        missing = [field for field in fields if columns[field] not in data.column_names]
+        if missing:
+            raise ValueError(
+                f"`{DATA_FILE_FLAGS[split]}` {str(paths[split])!r} has no column {columns[missing[0]]!r} "
+                f"({COLUMN_FLAGS[missing[0]]}), which the training file has (its columns: {data.column_names})."
+            )
+        texts[split] = {f: _file_texts(data[columns[f]], columns[f], paths[split]) for f in fields if f != "label"}
+        labels[split] = _raw_labels(data[columns["label"]], columns["label"], paths[split])
+    numbers = _check_label_kinds(labels, paths, columns["label"])
+    integers = numbers and all(isinstance(_as_number(value), int) for value in labels["train"])
+    scale = label_min is not None or label_max is not None
+    task = _own_task(fields, numbers, integers, scale, tasks, paths["train"])
+    if task in ("pair-regression", "conditional-similarity"):
+        encoded, label_range, source = _regression_labels(labels, paths, columns["label"], label_min, label_max)
+        label_names, label_text = None, f"regression labels on [{label_range[0]:g}, {label_range[1]:g}] ({source})"
+    else:
+        encoded, label_names, label_text = _class_labels(labels, paths, columns["label"], integers)
+        label_range = None
+    features = _schema(task, label_names)
+    splits = DatasetDict()
+    for split in ("train", "validation", "test"):
+        if split in raw:
+            splits[split] = Dataset.from_dict({**texts[split], "label": encoded[split]}, features=features)
+    read = ", ".join(f"{field} <- {columns[field]!r}" for field in fields)
+    rows = ", ".join(f"{len(data)} {split}" for split, data in splits.items())
+    summary = f"--train_file {str(paths['train'])!r}: {task.replace('-', ' ')} ({read}); {label_text}; rows: {rows}."
+    return DataFiles(task, splits, label_names, label_range, summary)
 
 
 # --------------------------------------------------------------------------------------------- entry point
@@ -677,7 +1108,10 @@ def load_dataset(
     """Load data set `name` (see `list_datasets()`), or a Hub data set as `hub:<id>`.
 
     `seed` drives the synthetic generator and the documented train/validation splits of data sets shipped without
-    one. `csts_path` is the folder (or file) of the official C-STS CSVs for `name="csts"`.
+    one. `csts_path` is the folder of the official C-STS CSVs for `name="csts"`, or one CSV file read as the split
+    `split` names: without `split` (every split, as training asks) one file is a ValueError naming `csts_path`, since
+    training needs the train and validation files (a validation split cut from one file would put the two
+    conditions of one sentence pair on both sides).
     """
     if not isinstance(name, str) or not name:
         raise ValueError(f"`dataset` must be a non-empty string, got {name!r}.")
@@ -691,6 +1125,12 @@ def load_dataset(
     if name == "csts":
         if csts_path is None:
             raise ValueError("dataset 'csts' needs `csts_path` (--csts_path): the folder of the official C-STS CSVs.")
+        if split is None and Path(csts_path).is_file():
+            raise ValueError(
+                f"`csts_path` (--csts_path) {str(csts_path)!r} is one file; training needs the folder of the C-STS "
+                "CSVs, with csts_train.csv and csts_validation.csv (one file can be read as one split: "
+                "load_dataset('csts', csts_path=file, split=...))."
+            )
         return load_csts(csts_path, split)
     dataset_task(name)  # unknown names raise here, listing the known ones
     data_dir = resolve_data_dir(data_dir)

@@ -1,4 +1,5 @@
-"""Expressiveness of [MASK] representations (issue 7, paper section 6.1, Appendix E): Recall@k and Precision@k.
+"""Expressiveness of [MASK] representations: Recall@k and Precision@k (neighbor-attention paper, section 6.1,
+Appendix E).
 
 A model's label [MASK] state is decoded to vocabulary logits by `decode_mask_logits`, through the decoder named by
 the model's `token_decoder` and reported as `decoder` in the results:

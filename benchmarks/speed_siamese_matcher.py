@@ -30,9 +30,9 @@ from transformers import BertConfig
 
 from benchmarks.timing import counted_flops, interleaved, medians
 from pairzoo import create_model, encode_conditional_inputs, get_model_spec, load_tokenizer
+from pairzoo.configuration.configuration_siamese_matcher import MATCHERS
 from pairzoo.pipelines.pipeline_conditional_similarity import encode_tri_inputs
 
-MATCHERS = ("esim", "re2", "bimpm", "cafe", "diin", "drcn")
 FEATURE_ATTENTIONS = ("none", "fa", "sfa")
 # The hosts whose "+sfa / host" latency ratio carries the target tag (read by benchmarks/speed.py).
 TARGET_HOSTS = ("esim", "re2")

@@ -13,9 +13,11 @@ Selecting on seed 0's dev score and reporting the mean over seeds 0-2 on the sam
 (each gets its best setting), so the comparison between arms stays fair; the seed-0 values carry the selection's
 optimism and seeds 1-2 do not.
 
-Each run is one `pairzoo.train` run, written atomically as one JSON file under `<output_dir>/runs/` (the quality
+Each run is one `pairzoo.train` subprocess, written atomically as one JSON file under `<output_dir>/runs/` (the quality
 benchmark's record plus `tuning`: the grid, the stage and the setting); existing files are kept, so an interrupted
-command resumes. `--report` writes `<output_dir>/RESULTS.md` and `summary.json`: per comparison and data set, each
+command resumes. `--workers N` trains N runs at once (`benchmarks/quality.py`'s `run_pool`); a final run starts as soon
+as its arm's selection is complete. Bad input prints one line, `tune.py: error: ...`, and exits with status 2.
+`--report` writes `<output_dir>/RESULTS.md` and `summary.json`: per comparison and data set, each
 arm's chosen setting and seed-0 grid, its tuned mean ± std, the verdict against the tuned baseline and, beside it,
 labelled, the same arms at the peer recipe (the `cpu-full` run files).
 
@@ -25,12 +27,11 @@ labelled, the same arms at the peer recipe (the `cpu-full` run files).
     python benchmarks/tune.py --report --readme docs/results.md
 """
 
-import argparse
 import json
 import statistics
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing pairzoo
@@ -41,11 +42,16 @@ from benchmarks.quality import (  # noqa: E402
     Arm,
     Comparison,
     PlannedRun,
+    adapt_first,
     available_comparisons,
+    child_threads,
+    console_main,
     environment,
+    parse_flags,
     profile_arms,
     profile_train_args,
     run_id,
+    run_pool,
     train_and_record,
     write_json_atomic,
 )
@@ -68,7 +74,7 @@ def grid_for(comparison: Comparison, arm: Arm) -> "list[dict]":
     own = {**comparison.train_args, **arm.train_args}
     if "learning_rate" in own:
         rates = tuple(float(f"{own['learning_rate'] * step:.3g}") for step in OWN_RATE_STEPS)
-        epochs = own.get("num_train_epochs", PROFILES[BASE_PROFILE]["args"]["num_train_epochs"])
+        epochs = own.get("num_train_epochs", PROFILES[BASE_PROFILE].args["num_train_epochs"])
         grid = {"learning_rate": rates, "num_train_epochs": (epochs, 2 * epochs)}
     else:
         grid = ENCODER_GRID
@@ -150,8 +156,10 @@ def plan(comparisons: "list[Comparison]", datasets: "tuple | None", arms: "tuple
     return runs
 
 
-def train(run: TunedRun, runs_dir: Path, env: dict) -> dict:
-    record = train_and_record(run.planned(), BASE_PROFILE, PROFILES[BASE_PROFILE]["backbone"], runs_dir.parent, env)
+def train(run: TunedRun, runs_dir: Path, env: dict, threads: "int | None" = None) -> dict:
+    """Train `run` in a `pairzoo.train` subprocess and write its run file; its record."""
+    backbone = PROFILES[BASE_PROFILE].backbone
+    record = train_and_record(run.planned(), BASE_PROFILE, backbone, runs_dir.parent, env, threads)
     record["profile"] = "tuned-" + BASE_PROFILE
     record["tuning"] = {
         "stage": run.stage,
@@ -163,18 +171,29 @@ def train(run: TunedRun, runs_dir: Path, env: dict) -> dict:
     return record
 
 
-def run_all(comparisons: list, datasets: "tuple | None", arms: "tuple | None", output_dir: Path) -> None:
-    """Train every planned run that has no file yet, re-planning after each so the final runs follow the selection."""
+def run_all(
+    comparisons: list, datasets: "tuple | None", arms: "tuple | None", output_dir: Path, workers: int = 1
+) -> None:
+    """Train every planned run that has no file yet, `workers` at a time, re-planning whenever a run ends so the final
+    runs follow the selection. A SystemExit names the runs that failed; the others' files are written."""
     runs_dir = output_dir / "runs"
-    env = environment()
-    while True:
-        pending = [r for r in plan(comparisons, datasets, arms, runs_dir) if not (runs_dir / f"{r.id}.json").exists()]
-        if not pending:
-            return
-        run = pending[0]
+
+    def pending() -> list:
+        return [r for r in plan(comparisons, datasets, arms, runs_dir) if not (runs_dir / f"{r.id}.json").exists()]
+
+    adapt_first([r.planned() for r in pending()], PROFILES[BASE_PROFILE].backbone, output_dir)
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    threads = child_threads(workers)
+    env = environment(threads)
+
+    def job(run: TunedRun) -> None:
         t0 = time.time()
-        record = train(run, runs_dir, env)
-        print(f"{run.id}: {run_score(record)} ({time.time() - t0:.0f} s; {len(pending) - 1} planned after it)")
+        record = train(run, runs_dir, env, threads)
+        print(f"{run.id}: {run_score(record)} ({time.time() - t0:.0f} s)", flush=True)
+
+    _, failed = run_pool(pending, job, workers)
+    if failed:
+        raise SystemExit(f"{len(failed)} run(s) failed (messages above): {failed}. The same command reruns them.")
 
 
 # ---- report ----------------------------------------------------------------------------------------------------
@@ -295,7 +314,7 @@ def report(output_dir: Path, readme: "Path | None") -> str:
 
     runs = load_run_files(output_dir)
     if not runs:
-        raise SystemExit(f"no run files under {str(output_dir / 'runs')!r}: run benchmarks/tune.py first.")
+        raise FileNotFoundError(f"no run files under {str(output_dir / 'runs')!r}: run benchmarks/tune.py first.")
     rows = summarise_tuned(runs, load_run_files(PEER_RECIPE_DIR))
     text = tuned_markdown(rows)
     write_text_atomic(output_dir / "RESULTS.md", "# Tuned comparisons\n\n" + text + "\n")
@@ -307,37 +326,51 @@ def report(output_dir: Path, readme: "Path | None") -> str:
     return text
 
 
+# `list` is the last field: an annotation after it would read the field's default instead of the builtin.
+@dataclass
+class TuneArguments:
+    """The flags of `benchmarks/tune.py`."""
+
+    output_dir: str = field(default=str(DEFAULT_OUTPUT), metadata={"help": "the tuning runs' folder"})
+    only: list[str] | None = field(default=None, metadata={"help": "tune only these comparisons"})
+    datasets: list[str] | None = field(default=None, metadata={"help": "of those, only these data sets"})
+    arms: list[str] | None = field(default=None, metadata={"help": "of those, only these arm labels"})
+    workers: int = field(default=1, metadata={"help": "train this many runs at once, each in its own subprocess"})
+    report: bool = field(default=False, metadata={"help": "write RESULTS.md and summary.json; train nothing"})
+    readme: str | None = field(default=None, metadata={"help": "with --report: also update this file's section"})
+    list: bool = field(default=False, metadata={"help": "print the planned runs, done or not; train nothing"})
+
+    def __post_init__(self) -> None:
+        if self.workers < 1:
+            raise ValueError(f"--workers must be an integer >= 1, got {self.workers}.")
+
+
 def main(argv: "list[str] | None" = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--output_dir", type=Path, default=DEFAULT_OUTPUT)
-    parser.add_argument("--only", nargs="+", default=None, help="comparison names (default: all)")
-    parser.add_argument("--datasets", nargs="+", default=None, help="of those, only these data sets")
-    parser.add_argument("--arms", nargs="+", default=None, help="of those, only these arm labels")
-    parser.add_argument("--list", action="store_true", help="print the planned runs, done or not; train nothing")
-    parser.add_argument("--report", action="store_true", help="write RESULTS.md and summary.json; train nothing")
-    parser.add_argument("--readme", type=Path, default=None, help="with --report: also update this file's section")
-    args = parser.parse_args(argv)
+    """Tune, list or report for `argv`; bad input is a ValueError or FileNotFoundError, raised before anything is
+    written."""
+    args = parse_flags(TuneArguments, argv, __doc__.split("\n")[0])
+    output_dir = Path(args.output_dir)
     known = {c.name: c for c in available_comparisons()}
     unknown = sorted(set(args.only or ()) - set(known))
     if unknown:
-        parser.error(f"--only: unknown comparison(s) {unknown}; known: {sorted(known)}")
+        raise ValueError(f"--only: unknown comparison(s) {unknown}; known: {sorted(known)}")
     comparisons = [known[n] for n in args.only] if args.only else list(known.values())
     arms = tuple(args.arms) if args.arms else None
     labels = {a.label for c in comparisons for a in profile_arms(c, BASE_PROFILE)}
     if arms and set(arms) - labels:
-        parser.error(f"--arms: unknown arm(s) {sorted(set(arms) - labels)}; known: {sorted(labels)}")
+        raise ValueError(f"--arms: unknown arm(s) {sorted(set(arms) - labels)}; known: {sorted(labels)}")
     if args.report:
-        print(report(args.output_dir, args.readme))
+        print(report(output_dir, None if args.readme is None else Path(args.readme)))
         return
     datasets = tuple(args.datasets) if args.datasets else None
     if args.list:
-        runs_dir = args.output_dir / "runs"
+        runs_dir = output_dir / "runs"
         for run in plan(comparisons, datasets, arms, runs_dir):
             done = "done" if (runs_dir / f"{run.id}.json").exists() else "to run"
             print(f"{run.stage:6} {run.id} ({setting_label(run.setting)}): {done}")
         return
-    run_all(comparisons, datasets, arms, args.output_dir)
+    run_all(comparisons, datasets, arms, output_dir, args.workers)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(console_main(main, "tune.py"))

@@ -13,7 +13,8 @@ has an MLM head is refused unless `--allow_existing_head` says to continue train
 Budget (defaults): 3 epochs (`--num_train_epochs`; `--max_steps N` > 0 overrides it), batch 32, learning rate 1e-4
 with 6% linear warm-up (TAPT's values), `mlm_probability` 0.15 with BERT's 80/10/10 replacement
 (`DataCollatorForLanguageModeling`), sentences truncated to 64 tokens, seed 0. Training runs through
-`transformers.Trainer` (no checkpoints).
+`transformers.Trainer` (no checkpoints), and every `TrainingArguments` flag is a flag of this command
+(`AdaptTrainingArguments`: `--batch_size` is `--per_device_train_batch_size`, `--warmup_ratio` is `--warmup_steps`).
 
 Neighbor attention on the adapted backbone, two commands:
 
@@ -30,12 +31,13 @@ a tokenizer whose vocabulary size differs from the backbone's input embeddings (
 under a temporary name beside `--output_dir` and renamed into place at the end; a failed run leaves nothing.
 """
 
-import argparse
+import copy
 import json
 import math
 import shutil
 import sys
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -48,10 +50,14 @@ from transformers import (
     TrainingArguments,
     set_seed,
 )
+from transformers.utils import logging
 
 from .backbones import DEFAULT_BACKBONE, resolve_backbone
+from .console import ConsoleArguments, OneLineErrorParser, run_command
 from .fileio import give_plain_modes, make_temporary_folder, write_text_atomic
 from .training.data import has_training_split, load_dataset
+
+logger = logging.get_logger(__name__)
 
 PROG = "pairzoo.adapt_mlm"
 MIN_SENTENCES = 16
@@ -59,46 +65,102 @@ ADAPTATION_FILE = "adaptation.json"
 MLM_HEAD_PREFIXES = ("cls.", "lm_head.")
 
 
-def parse_args(argv: "list[str] | None" = None) -> argparse.Namespace:
-    """Parse and check the flags (values only; the corpus, backbone and tokenizer are checked by `adapt`)."""
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
-    parser.add_argument("--dataset", required=True, help="pairzoo data set whose train split is the corpus.")
-    parser.add_argument("--output_dir", required=True, help="Folder of the adapted backbone.")
-    parser.add_argument("--backbone", default=DEFAULT_BACKBONE, help="minilm, a local folder or a Hub id.")
-    parser.add_argument("--tokenizer", default=None, help="Tokenizer folder or id (default: the backbone's).")
-    parser.add_argument("--data_dir", default=None, help="Shared data folder (default ../shared/data).")
-    parser.add_argument("--max_train_samples", type=int, default=None, help="Use the first N training pairs.")
-    parser.add_argument("--num_train_epochs", type=float, default=3.0)
-    parser.add_argument("--max_steps", type=int, default=-1, help="> 0: this many steps, overriding the epochs.")
-    parser.add_argument("--batch_size", type=int, default=32)
-    parser.add_argument("--learning_rate", type=float, default=1e-4)
-    parser.add_argument("--warmup_ratio", type=float, default=0.06)
-    parser.add_argument("--mlm_probability", type=float, default=0.15)
-    parser.add_argument("--max_length", type=int, default=64, help="Tokens per sentence (longer ones truncated).")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--allow_existing_head", action="store_true", help="Continue training a backbone's existing MLM head."
+@dataclass
+class AdaptArguments:
+    """What is adapted, on which corpus, and how it is masked (the training budget is `AdaptTrainingArguments`)."""
+
+    dataset: str = field(metadata={"help": "pairzoo data set whose train split is the corpus."})
+    backbone: str = field(default=DEFAULT_BACKBONE, metadata={"help": "minilm, a local folder or a Hub id."})
+    tokenizer: str | None = field(default=None, metadata={"help": "Tokenizer folder or id (default: the backbone's)."})
+    data_dir: str | None = field(default=None, metadata={"help": "Shared data folder (default ../shared/data)."})
+    max_train_samples: int | None = field(default=None, metadata={"help": "Use the first N training pairs."})
+    mlm_probability: float = field(
+        default=0.15, metadata={"help": "Share of tokens masked (BERT's 80/10/10 replacement)."}
     )
-    parser.add_argument("--overwrite", action="store_true", help="Replace a non-empty --output_dir.")
-    args = parser.parse_args(argv)
+    max_length: int = field(default=64, metadata={"help": "Tokens per sentence (longer ones truncated)."})
+    allow_existing_head: bool = field(
+        default=False, metadata={"help": "Continue training a backbone's existing MLM head."}
+    )
+    overwrite: bool = field(default=False, metadata={"help": "Replace a non-empty --output_dir."})
+
+
+@dataclass
+class AdaptTrainingArguments(TrainingArguments):
+    """`transformers.TrainingArguments` (every Trainer flag) with TAPT's budget as defaults, `--batch_size` and
+    `--warmup_ratio` as the names of `--per_device_train_batch_size` and `--warmup_steps`, and `--output_dir` the
+    adapted backbone's folder (required; the Trainer itself works in a temporary folder)."""
+
+    output_dir: str = field(metadata={"help": "Folder of the adapted backbone."})
+    per_device_train_batch_size: int = field(
+        default=32, metadata={"aliases": ["--batch_size"], "help": "Training batch per device."}
+    )
+    learning_rate: float = field(default=1e-4, metadata={"help": "Peak learning rate (linear decay)."})
+    warmup_steps: float = field(
+        default=0.06,
+        metadata={
+            "aliases": ["--warmup_ratio"],
+            "help": "Linear warm-up: a ratio of the total steps when < 1, else a whole number of steps.",
+        },
+    )
+    seed: int = field(
+        default=0, metadata={"help": "Seed of the new head's initialisation, the masking and the order."}
+    )
+
+
+# The Trainer's settings for this tool (each a flag that can change it): no checkpoints (it works in a temporary
+# folder), no reports, logs or progress bar, and the corpus' `input_ids` kept for the collator.
+TRAINER_DEFAULTS = {
+    "save_strategy": "no",
+    "report_to": "none",
+    "logging_strategy": "no",
+    "disable_tqdm": True,
+    "remove_unused_columns": False,
+}
+
+
+def build_parser() -> OneLineErrorParser:
+    """The argument parser of `python -m pairzoo.adapt_mlm`: the corpus and masking flags, then every
+    `TrainingArguments` flag (`AdaptTrainingArguments`' defaults), then `--traceback`."""
+    parser = OneLineErrorParser(
+        (AdaptArguments, AdaptTrainingArguments, ConsoleArguments),
+        prog=f"python -m {PROG}",
+        description=__doc__.split("\n")[0],
+    )
+    parser.set_defaults(**TRAINER_DEFAULTS)
+    return parser
+
+
+def _check_values(values) -> None:
+    """The value checks of the flags (`values`: the parsed flags, before `TrainingArguments` reads them)."""
+    epochs, steps, batch = values.num_train_epochs, values.max_steps, values.per_device_train_batch_size
+    warmup, samples = values.warmup_steps, values.max_train_samples
     checks = (
-        (
-            "--num_train_epochs",
-            args.num_train_epochs,
-            args.num_train_epochs > 0 and math.isfinite(args.num_train_epochs),
-        ),
-        ("--max_steps", args.max_steps, args.max_steps == -1 or args.max_steps > 0),
-        ("--batch_size", args.batch_size, args.batch_size >= 1),
-        ("--learning_rate", args.learning_rate, args.learning_rate > 0 and math.isfinite(args.learning_rate)),
-        ("--warmup_ratio", args.warmup_ratio, 0 <= args.warmup_ratio < 1),
-        ("--mlm_probability", args.mlm_probability, 0 < args.mlm_probability < 1),
-        ("--max_length", args.max_length, args.max_length >= 8),
-        ("--max_train_samples", args.max_train_samples, args.max_train_samples is None or args.max_train_samples > 0),
+        ("--num_train_epochs", epochs, epochs > 0 and math.isfinite(epochs)),
+        ("--max_steps", steps, steps == -1 or steps > 0),
+        ("--batch_size", batch, batch >= 1),
+        ("--learning_rate", values.learning_rate, values.learning_rate > 0 and math.isfinite(values.learning_rate)),
+        ("--warmup_ratio", warmup, 0 <= warmup < 1 or (warmup >= 1 and float(warmup).is_integer())),
+        ("--mlm_probability", values.mlm_probability, 0 < values.mlm_probability < 1),
+        ("--max_length", values.max_length, values.max_length >= 8),
+        ("--max_train_samples", samples, samples is None or samples > 0),
     )
     for flag, value, ok in checks:
         if not ok:
             raise ValueError(f"`{flag}` got an invalid value {value!r}; see --help for the allowed range.")
-    return args
+    if values.push_to_hub:
+        raise ValueError(
+            "`--push_to_hub` would upload the Trainer's temporary folder, not the adapted backbone; upload "
+            "--output_dir once it is written."
+        )
+
+
+def parse_args(argv: "list[str] | None" = None) -> "tuple[AdaptArguments, AdaptTrainingArguments]":
+    """Parse and check the flags (values only; the corpus, backbone and tokenizer are checked by `adapt`)."""
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser()
+    _check_values(parser.parse_known_args(argv)[0])
+    args, training_args, _ = parser.parse_args_into_dataclasses(args=argv)
+    return args, training_args
 
 
 def training_sentences(dataset: str, data_dir: "str | None" = None, max_train_samples: "int | None" = None) -> list:
@@ -110,8 +172,8 @@ def training_sentences(dataset: str, data_dir: "str | None" = None, max_train_sa
         rows = rows.select(range(min(max_train_samples, len(rows))))
     sentences = {}
     for row in rows:
-        for field in ("sentence1", "sentence2"):
-            text = row.get(field)
+        for column in ("sentence1", "sentence2"):
+            text = row.get(column)
             if isinstance(text, str) and text.strip():
                 sentences.setdefault(text.strip(), None)
     if len(sentences) < MIN_SENTENCES:
@@ -164,38 +226,35 @@ def check_output_dir(output_dir: Path, overwrite: bool) -> None:
         raise FileExistsError(f"--output_dir {str(output_dir)!r} exists and is not empty; pass --overwrite.")
 
 
-def adapt(args: argparse.Namespace) -> dict:
-    """Run the adaptation described by `args` (from `parse_args`); returns what `adaptation.json` records."""
-    output_dir = Path(args.output_dir)
+def adapt(args: AdaptArguments, training_args: AdaptTrainingArguments) -> dict:
+    """Run the adaptation described by `args` and `training_args` (from `parse_args`); returns what
+    `adaptation.json` records."""
+    output_dir = Path(training_args.output_dir)
     check_output_dir(output_dir, args.overwrite)
     sentences = training_sentences(args.dataset, args.data_dir, args.max_train_samples)
-    set_seed(args.seed)  # the new head's initialisation
+    set_seed(training_args.seed)  # the new head's initialisation
     model, path, new_head = load_masked_lm(args.backbone, args.allow_existing_head)
     tokenizer_name = args.tokenizer or path
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_name)
     check_tokenizer(tokenizer, model, tokenizer_name)
     encoded = tokenizer(sentences, truncation=True, max_length=args.max_length)["input_ids"]
     corpus = [{"input_ids": ids} for ids in encoded]
+    logger.info(
+        "%s: adapting %s (%s MLM head) on %d sentences of %s",
+        PROG,
+        args.backbone,
+        "new" if new_head else "existing",
+        len(corpus),
+        args.dataset,
+    )
     output_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = make_temporary_folder(output_dir)
     try:
         with tempfile.TemporaryDirectory() as work:
-            training_args = TrainingArguments(
-                output_dir=work,
-                num_train_epochs=args.num_train_epochs,
-                max_steps=args.max_steps,
-                per_device_train_batch_size=args.batch_size,
-                learning_rate=args.learning_rate,
-                warmup_steps=args.warmup_ratio,  # a float in [0, 1) is a ratio of the total steps
-                seed=args.seed,
-                save_strategy="no",
-                report_to="none",
-                logging_strategy="no",
-                disable_tqdm=True,
-                remove_unused_columns=False,
-            )
+            trainer_args = copy.copy(training_args)
+            trainer_args.output_dir = work
             collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=args.mlm_probability)
-            trainer = Trainer(model=model, args=training_args, train_dataset=corpus, data_collator=collator)
+            trainer = Trainer(model=model, args=trainer_args, train_dataset=corpus, data_collator=collator)
             result = trainer.train()
         if not math.isfinite(result.training_loss):
             raise FloatingPointError(f"adaptation diverged (training loss {result.training_loss}); nothing saved.")
@@ -211,15 +270,15 @@ def adapt(args: argparse.Namespace) -> dict:
             "max_train_samples": args.max_train_samples,
             "sentences": len(sentences),
             "budget": {
-                "num_train_epochs": args.num_train_epochs,
-                "max_steps": args.max_steps,
+                "num_train_epochs": training_args.num_train_epochs,
+                "max_steps": training_args.max_steps,
                 "steps_done": result.global_step,
-                "batch_size": args.batch_size,
-                "learning_rate": args.learning_rate,
-                "warmup_ratio": args.warmup_ratio,
+                "batch_size": training_args.per_device_train_batch_size,
+                "learning_rate": training_args.learning_rate,
+                "warmup_ratio": training_args.warmup_steps,
                 "mlm_probability": args.mlm_probability,
                 "max_length": args.max_length,
-                "seed": args.seed,
+                "seed": training_args.seed,
             },
             "train_loss": result.training_loss,
         }
@@ -234,15 +293,16 @@ def adapt(args: argparse.Namespace) -> dict:
     return record
 
 
-def main(argv: "list[str] | None" = None) -> int:
-    """Run the CLI on `argv`; an input error prints one line and returns 2."""
-    try:
-        record = adapt(parse_args(argv))
-    except (ValueError, FileNotFoundError, FileExistsError) as err:
-        print(f"{PROG}: error: {err}", file=sys.stderr)
-        return 2
+def run(argv: "list[str]") -> dict:
+    """Parse `argv`, adapt, and print the record (`adaptation.json`'s content) as JSON on stdout."""
+    record = adapt(*parse_args(argv))
     print(json.dumps(record, indent=2))
-    return 0
+    return record
+
+
+def main(argv: "list[str] | None" = None) -> int:
+    """Run the CLI on `argv`; an input error prints one line and returns 2 (`pairzoo.console.run_command`)."""
+    return run_command(PROG, run, argv)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,6 @@ from .modeling.modeling_comateformer import combined_heads_per_layer
 from .pipelines.pipeline_conditional_similarity import encode_conditional_inputs
 from .registry import create_model, get_model_spec
 from .training.collators import make_collator
-from .training.data import NLI_LABELS
 from .visualize import (
     Panel,
     head_mean_last_layer_attention,
@@ -36,6 +35,7 @@ from .visualize import (
     router_weights_for,
     seaver_attention_maps,
 )
+from .zoo import MODEL_SPECS
 
 logger = logging.getLogger(__name__)
 
@@ -43,16 +43,10 @@ MAX_CHARS = 200  # per text field: keeps every heatmap readable (about 50 tokens
 MAX_LENGTH = 256  # token budget of one model input; MAX_CHARS keeps inputs well below it
 LATENCY_REPEATS = 3  # timed runs per model in the compare tab, after one untimed warm-up run
 
-# The methods the demo builds on the bundled backbone, with the config overrides they need for the page. Comateformer
-# gets three NLI classes so the pair tab has class probabilities to show (its default head is a regression).
+# The methods the demo builds on the bundled backbone, with the config overrides they need for the page: each
+# method's `demo_overrides`, in its module of `pairzoo.zoo`.
 BUNDLED_MODELS: dict[str, dict] = {
-    "cross-encoder": {},
-    "seaver": {},
-    "csr": {},
-    "comateformer": {
-        "id2label": dict(enumerate(NLI_LABELS)),
-        "label2id": {label: i for i, label in enumerate(NLI_LABELS)},
-    },
+    spec.name: spec.demo_overrides for spec in MODEL_SPECS if spec.demo_overrides is not None
 }
 
 UNTRAINED_NOTE = (
@@ -418,7 +412,7 @@ def sentence_pair(store: ModelStore, sentence1: str, sentence2: str, head_choice
     layer, head = (int(part) for part in head_choice.split(":"))
     batch = loaded.tokenizer(sentence1, sentence2, truncation=True, max_length=MAX_LENGTH, return_tensors="pt")
     with store.lock, torch.inference_mode():
-        output = loaded.model(**batch, output_combined_attention=True)
+        output = loaded.model(**batch, output_internals=True)
     index = list(combined_heads_per_layer(loaded.model.config)).index(layer)
     tokens = loaded.tokenizer.convert_ids_to_tokens(batch["input_ids"][0].tolist())
     panels = [

@@ -4,17 +4,22 @@ validation Spearman, write the Hub export folder, reload it in a fresh process (
 
 The default is CSR as a bi-encoder (`[CLS] s SEP c SEP`, router in the last layer, mean over the sentence tokens,
 cosine): of the zoo's conditional-similarity models it is the one that learns the synthetic condition within a
-CPU-minutes budget (cpu-medium benchmark, seed 0: bi-encoder + router 89.5 Spearman, C-STS tri-encoder 65.3, CSR
-tri-encoder 3.1; the cross-encoders SEAVER and its baseline stay near 0 at this budget).
+CPU-minutes budget (the `cpu-medium` benchmark in docs/results.md).
 """
 
-import argparse
 import json
+import sys
 import time
+from dataclasses import dataclass, field
 
+from transformers.utils import logging
+
+from .console import ConsoleArguments, OneLineErrorParser, run_command
 from .hub_cards import score_in_fresh_process
 from .training.cli import main as train_main
 
+logger = logging.get_logger(__name__)
+PROG = "pairzoo.demo"
 DEMO_MODEL = "csr"
 DEMO_OVERRIDES = {"architecture": "bi"}
 EXAMPLES = [
@@ -27,14 +32,22 @@ EXAMPLES = [
 ]
 
 
+@dataclass
+class DemoArguments:
+    """The demo run's model, budget and folder."""
+
+    output_dir: str = field(default="outputs/demo", metadata={"help": "Folder of the run and its export."})
+    model: str = field(default=DEMO_MODEL, metadata={"help": "Registered model name."})
+    config_overrides: str = field(default=json.dumps(DEMO_OVERRIDES), metadata={"help": "JSON, as for pairzoo.train"})
+    epochs: float = field(default=2.0, metadata={"help": "Training epochs."})
+    train_size: int = field(default=2000, metadata={"help": "Rows of the synthetic training split."})
+
+
 def main(argv: "list[str] | None" = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--output_dir", default="outputs/demo")
-    parser.add_argument("--model", default=DEMO_MODEL)
-    parser.add_argument("--config_overrides", default=json.dumps(DEMO_OVERRIDES), help="JSON, as for pairzoo.train")
-    parser.add_argument("--epochs", type=float, default=2.0)
-    parser.add_argument("--train_size", type=int, default=2000)
-    args = parser.parse_args(argv)
+    """Train, export, reload and score (see the module docstring); logs each step and prints the validation
+    metrics, the examples' scores and the seconds taken as one JSON line on stdout."""
+    parser = OneLineErrorParser((DemoArguments, ConsoleArguments), prog=f"python -m {PROG}", description=__doc__)
+    args, _ = parser.parse_args_into_dataclasses(args=sys.argv[1:] if argv is None else argv)
     start = time.time()
     result = train_main(
         [
@@ -57,17 +70,21 @@ def main(argv: "list[str] | None" = None) -> dict:
         ]
     )  # fmt: skip
     metrics = result["metrics"]
-    print(f"\n[demo] {args.model} on MiniLM, synthetic validation: Spearman {metrics['validation_spearman']:.1f}, "
-          f"Pearson {metrics['validation_pearson']:.1f}")  # fmt: skip
-    print(f"[demo] export folder: {result['export_dir']}; reloading it in a fresh process without pairzoo ...")
+    logger.info(
+        "[demo] %s on MiniLM, synthetic validation: Spearman %.1f, Pearson %.1f",
+        args.model,
+        metrics["validation_spearman"],
+        metrics["validation_pearson"],
+    )
+    logger.info("[demo] export folder: %s; reloading it in a fresh process without pairzoo ...", result["export_dir"])
     reloaded = score_in_fresh_process(result["export_dir"], EXAMPLES)
-    print(f"[demo] loaded {reloaded['class']}")
+    logger.info("[demo] loaded %s", reloaded["class"])
     scale = "1 + 4 x cosine, in [-3, 5]: 5 same direction, 1 orthogonal"
     for example, output in zip(EXAMPLES, reloaded["outputs"]):
-        print(f"[demo] {example['condition']:<30} score {output['score']:.2f} ({scale})")
+        logger.info("[demo] %-30s score %.2f (%s)", example["condition"], output["score"], scale)
     print(json.dumps({"validation": metrics, "examples": reloaded["outputs"], "seconds": round(time.time() - start)}))
     return {"result": result, "examples": reloaded["outputs"]}
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_command(PROG, main))

@@ -10,7 +10,6 @@ run into it is refused while the first runs; `remove_leftovers` clears what a wr
 """
 
 import json
-import logging
 import os
 import re
 import shutil
@@ -22,12 +21,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from transformers.utils import logging
+
 try:  # advisory locks (POSIX); without them (Windows) the lock file's content decides alone
     import fcntl
 except ImportError:  # pragma: no cover - not on POSIX
     fcntl = None
 
-logger = logging.getLogger(__name__)
+logger = logging.get_logger(__name__)
 
 LOCK_NAME = ".pairzoo.lock"
 # `temporary_sibling`'s names: `.NAME.TAG.<32 hex digits>`

@@ -1,10 +1,11 @@
 """`make zoo` (`python -m pairzoo.make_zoo`): train the recommended configuration of every method on its home task,
 export each with its model card, and check every export where pairzoo is not installed.
 
-One `pairzoo.train` run per entry of `ZOO` (below), one at a time, each in its own process, into
-`<output_dir>/<entry>/` (checkpoint-free: `metrics.json` and the Hub folder `export/`). A finished entry (its
+One `pairzoo.train` run per entry of `ZOO` (each method's `zoo_entries`, in its module of `pairzoo.zoo`), one at a
+time, each in its own process, into `<output_dir>/<entry>/` (checkpoint-free: `metrics.json` and the Hub folder
+`export/`). A finished entry (its
 `metrics.json` and `export/config.json` exist) is skipped, so an interrupted `make zoo` resumes with the first
-unfinished entry; `--force` retrains. Each finished run prints one progress line. Each export's card is then
+unfinished entry; `--force` retrains. Each finished run logs one progress line. Each export's card is then
 re-rendered with its own dev numbers in `model-index` and, where the committed benchmark runs of the same recipe
 (`benchmarks/results/cpu-full` for `--profile cpu`, `gpu` for `gpu`) hold its configuration, their comparison with
 the baseline arm and the sentence-transformers peer (`pairzoo.hub_cards.results.update_model_card`). Then
@@ -23,13 +24,20 @@ training rows x epochs, done or not) without training.
     python -m pairzoo.make_zoo --only cross-encoder-stsb comateformer-sick-e
 """
 
-import argparse
 import json
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from transformers.utils import logging
+
+from .console import ConsoleArguments, OneLineErrorParser, run_command
+from .zoo import MODEL_SPECS, ZooEntry
+
+logger = logging.get_logger(__name__)
+PROG = "pairzoo.make_zoo"
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -55,74 +63,8 @@ PROFILES = {
 }
 
 
-@dataclass(frozen=True)
-class ZooEntry:
-    """One model of the zoo: a method's recommended configuration on its home task."""
-
-    name: str  # the entry's folder under the output dir
-    model: str  # pairzoo registry name
-    dataset: str
-    overrides: dict = field(default_factory=dict)  # config overrides (`--config_overrides`)
-    train_args: dict = field(default_factory=dict)  # on top of the profile's recipe
-    why: str = ""  # why this configuration and data set
-
-
-ZOO = (
-    ZooEntry(
-        "cross-encoder-stsb",
-        "cross-encoder",
-        "stsb",
-        why="the C-STS cross-encoder on the pair task of the sentence-transformers peer (its baseline)",
-    ),
-    ZooEntry(
-        "comateformer-sick-e",
-        "comateformer",
-        "sick-e",
-        {"integration": "mix", "combined_dropout": False, "mix_scale": 10.0},
-        why="`integration='mix'` without dropout on M and with a 10x slower mix gate: the only integration at or "
-        "above the plain backbone - 0.5 on STS-B, SICK-E and MRPC at this budget (+0.00 on each, seeds 0-2), "
-        "because its combined heads stay nearly shut (mean mix gate within +-0.007) and it scores as the backbone "
-        "does; the paper's form loses 2.8-10 points, mix at the default gate speed up to 1.06",
-    ),
-    ZooEntry(
-        "siamese-re2-sfa-sick-e",
-        "siamese-matcher",
-        "sick-e",
-        {"matcher": "re2", "feature_attention": "sfa", "feature_attention_residual": "gated"},
-        {"learning_rate": 1e-3, "num_train_epochs": 3},
-        why="RE2 with SFA in a gated skip connection, the hosts' own schedule: the one Siamese configuration whose "
-        "blocks gain beyond the seed spread over both the host (77.10 +- 0.31 against 75.22 +- 0.82) and its "
-        "frozen-gate control (74.68 +- 0.51), cpu-full SICK-E, seeds 0-2 (on MRPC, seeds 0-2, it is 1.06 below its "
-        "control, inside the spread, and every RE2 arm is below the majority class); as printed (no skip "
-        "connection) SFA loses 9.2 points to RE2",
-    ),
-    ZooEntry(
-        "seaver-absa-restaurants",
-        "seaver",
-        "absa-restaurants",
-        {"use_transform": True},
-        why="SemEval-2014 restaurants, the aspect term as the condition, in the official script's set-up (the c-sts "
-        "transform on, alpha 2): +4.44 accuracy over the cross-encoder (3 seeds), matched by its random-reweighting "
-        "ablation",
-    ),
-    ZooEntry(
-        "csr-bi-synthetic",
-        "csr",
-        "synthetic",
-        {"architecture": "bi"},
-        why="the bi-encoder with the condition-specified router on the conditional synthetic task (no C-STS here)",
-    ),
-    ZooEntry(
-        "neighbor-attention-sick-e",
-        "neighbor-attention",
-        "sick-e",
-        {"training_mode": "neighbor", "classifier_norm": "batch", "lambda_m": 0.0, "lambda_n": 0.0},
-        {"learning_rate": 3e-3, "num_train_epochs": 5},
-        why="the paper's frozen-encoder method at its 5 epochs in the best-measured form: a batch-norm head, no "
-        "regularisers, lr 3e-3 (80.20 dev accuracy on seed 0 against 77.78 at lr 1e-3; cpu-full runs); "
-        "its card shows the comparison with BitFit and full fine-tuning and why it falls short on this backbone",
-    ),
-)
+# Every method's entries, from its module of `pairzoo.zoo`.
+ZOO = tuple(entry for spec in MODEL_SPECS for entry in spec.zoo_entries)
 
 
 def entry_args(entry: ZooEntry, profile: str) -> dict:
@@ -240,25 +182,35 @@ def baseline_summary(record: dict) -> str:
     )
 
 
-def parse_args(argv: "list[str] | None" = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m pairzoo.make_zoo", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--output_dir", default="zoo", help="one folder per entry, and zoo.json")
-    parser.add_argument("--profile", choices=sorted(PROFILES), default="cpu")
-    parser.add_argument("--backbone", default="minilm")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--only", nargs="+", default=None, help="only these entries (default: all)")
-    parser.add_argument("--force", action="store_true", help="retrain finished entries")
-    parser.add_argument("--list", action="store_true", help="print the plan and stop")
-    args = parser.parse_args(argv)
+@dataclass
+class ZooArguments:
+    """Which entries to train, how, and where."""
+
+    output_dir: str = field(default="zoo", metadata={"help": "one folder per entry, and zoo.json"})
+    profile: str = field(default="cpu", metadata={"choices": sorted(PROFILES), "help": "training recipe"})
+    backbone: str = field(default="minilm", metadata={"help": "backbone of every entry"})
+    seed: int = field(default=0, metadata={"help": "training seed of every entry"})
+    only: list[str] | None = field(default=None, metadata={"help": "only these entries (None: all)"})
+    force: bool = field(default=False, metadata={"help": "retrain finished entries"})
+    list: bool = field(default=False, metadata={"help": "print the plan and stop"})
+
+
+def parse_args(argv: "list[str] | None" = None) -> ZooArguments:
+    """The flags of `argv` (default `sys.argv[1:]`); an unknown `--only` entry is a ValueError naming the known
+    ones."""
+    parser = OneLineErrorParser(
+        (ZooArguments, ConsoleArguments), prog=f"python -m {PROG}", description=__doc__.split("\n\n")[0]
+    )
+    args, _ = parser.parse_args_into_dataclasses(args=sys.argv[1:] if argv is None else argv)
     known = [entry.name for entry in ZOO]
     unknown = sorted(set(args.only or ()) - set(known))
     if unknown:
-        parser.error(f"--only: unknown entries {unknown}; known: {', '.join(known)}")
+        raise ValueError(f"--only: unknown entries {unknown}; known: {', '.join(known)}")
     return args
 
 
-def main(argv: "list[str] | None" = None) -> int:
-    """Train, export and check the zoo; returns 0."""
+def run(argv: "list[str]") -> None:
+    """Train, export and check the zoo (or, with `--list`, print the plan)."""
     from .fileio import write_text_atomic
     from .registry import get_model_spec
     from .training.data import dataset_task, load_dataset
@@ -290,7 +242,7 @@ def main(argv: "list[str] | None" = None) -> int:
         metric, value = main_metric(result["metrics"])
         task = dataset_task(entry.dataset)
         export = run_dir / "export"
-        print(f"{prefix}: {elapsed}, dev {metric} {value:.2f} ({export})", flush=True)
+        logger.info("%s: %s, dev %s %.2f (%s)", prefix, elapsed, metric, value, export)
         records.append(
             {
                 "entry": entry.name,
@@ -309,7 +261,7 @@ def main(argv: "list[str] | None" = None) -> int:
             }
         )
     if args.list:
-        return 0
+        return
     for record in records:
         attach_baseline(record, args.profile)
     validate_exports(records)
@@ -321,7 +273,12 @@ def main(argv: "list[str] | None" = None) -> int:
             f"| {r['entry']} | {r['dataset']} | {r['metric']} {r['value']:.2f} | {r['pipeline']} | "
             f"{', '.join(r['loaded_without_pairzoo'])} | {baseline_summary(r)} |"
         )
-    return 0
+
+
+def main(argv: "list[str] | None" = None) -> int:
+    """`run` as a command line: returns the exit status (an error in the input is one line and 2,
+    `pairzoo.console.run_command`)."""
+    return run_command(PROG, run, argv)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """The one registry of pairzoo models: `list_models()` and `create_model(name, backbone=..., **config_overrides)`."""
 
 import fnmatch
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from transformers import PretrainedConfig, PreTrainedModel
@@ -18,7 +19,8 @@ from .pipelines import PIPELINES, ConditionalSimilarityPipeline, PairSimilarityP
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """What the registry knows of a model name: its classes, task and card metadata."""
+    """What the registry knows of a model name: its classes, task and card metadata, and what the zoo knows of its
+    method beyond that (`pairzoo.zoo`: one module per method fills in every field)."""
 
     name: str
     config_class: type[PretrainedConfig]
@@ -31,6 +33,17 @@ class ModelSpec:
     defaults: dict = field(default_factory=dict)
     trains_on: tuple = ()  # task kinds `pairzoo.train` may train it on (pairzoo.training.data); empty: its `task`
     encoder_class: "type[PreTrainedModel] | None" = None  # the encoder without a head, reachable as `AutoModel`
+    card_title: str = ""  # the model card's short title (empty: the name)
+    limitation: str = ""  # the card's sentence on what it cannot do, from how it is built
+    host_option: str = ""  # the config field naming a host network whose paper the card also cites
+    host_citations: dict = field(default_factory=dict)  # value of `host_option` -> BibTeX of that host's paper
+    embeds_sentences: bool = False  # exports load as sentence-transformers `SentenceTransformer`, not `CrossEncoder`
+    # (summarise's rows of the card's profile, results folder, backbone) -> sentences the card adds to its comparison
+    findings: "Callable[..., list[str]] | None" = None
+    comparisons: tuple = ()  # the quality benchmark's comparisons of it (`pairzoo.zoo.Comparison`)
+    zoo_entries: tuple = ()  # what `make zoo` trains of it (`pairzoo.zoo.ZooEntry`)
+    demo_overrides: "dict | None" = None  # config overrides of the web demo's bundled model; None: not in the demo
+    paper_numbers: tuple = ()  # (label, numbers, set-up) the paper reports: context in the benchmark report
 
     def __post_init__(self) -> None:
         if self.encoder_class is not None and self.auto_class == "AutoModel":
@@ -113,7 +126,11 @@ def spec_for_model(model: PreTrainedModel) -> ModelSpec:
 
 
 def create_model(
-    name: str, backbone: str = DEFAULT_BACKBONE, pretrained: bool = True, **config_overrides
+    name: str,
+    backbone: str = DEFAULT_BACKBONE,
+    pretrained: bool = True,
+    attn_implementation: "str | dict | None" = None,
+    **config_overrides,
 ) -> PreTrainedModel:
     """Build model `name` on `backbone` (a backbone name, local folder or Hub id).
 
@@ -122,17 +139,30 @@ def create_model(
     config (unknown or mistyped ones are a ValueError); the backbone's own config comes from `backbone` alone. A
     backbone that is no encoder, whose config does not load or (with `pretrained=True`) whose folder has no weights is
     a ValueError naming `backbone` (`pairzoo.backbones`).
+
+    `attn_implementation` is transformers' attention implementation (`"eager"`, `"sdpa"`, `"flex_attention"`, ...,
+    or a dict per sub-config, as in `from_pretrained`) of the model and of its encoder (`backbone_config` is a
+    sub-config, so the choice reaches it); None keeps transformers' default (`sdpa` where available). `eager` is the
+    one that returns attention probabilities (`output_attentions=True`). An unknown or unsupported one is
+    transformers' ValueError naming `attn_implementation`.
     """
     spec = get_model_spec(name)
     if "backbone_config" in config_overrides:
         raise ValueError("`backbone_config` cannot be overridden: choose the encoder with `backbone=`.")
+    if attn_implementation is not None and not isinstance(attn_implementation, (str, dict)):
+        raise ValueError(
+            f"`attn_implementation` must be a string such as 'eager' or 'sdpa' (or a dict per sub-config), got "
+            f"{attn_implementation!r}."
+        )
     kwargs = {**spec.defaults, **config_overrides}
+    attention = {} if attn_implementation is None else {"attn_implementation": attn_implementation}
     if backbone in TINY_BACKBONES:
-        return spec.model_class(spec.config_class(backbone_config=tiny_backbone_config(backbone), **kwargs))
+        config = spec.config_class(backbone_config=tiny_backbone_config(backbone), **kwargs, **attention)
+        return spec.model_class(config)
     path = resolve_backbone(backbone)
     # Checks the backbone and the overrides against its depth and sizes before any pretrained weight is read.
-    config = spec.config_class(backbone_config=backbone_config(backbone), **kwargs)
+    config = spec.config_class(backbone_config=backbone_config(backbone), **kwargs, **attention)
     if pretrained:
         check_backbone_weights(path, backbone)
-        return spec.model_class.from_backbone(path, **kwargs)
+        return spec.model_class.from_backbone(path, **kwargs, **attention)
     return spec.model_class(config)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from .modeling.common import last_layer_attention_probabilities
+from .modeling.encoders import attention_probabilities, layer_list
 from .modeling.modeling_comateformer import combined_heads_per_layer
 from .pipelines.pipeline_conditional_similarity import encode_bi_inputs, encode_conditional_inputs, encode_tri_inputs
 
@@ -115,8 +115,9 @@ class SeaverAttentionMaps:
 def head_mean_last_layer_attention(model, inputs: "dict[str, torch.Tensor]", length: int) -> torch.Tensor:
     """(length, length): the last-layer attention probabilities of `model.backbone` on `inputs` (row 0) among its first
     `length` tokens, averaged over heads: the attention panel SEAVER's reweighting is compared with."""
-    hidden = model.backbone(**inputs, output_hidden_states=True).hidden_states[-2]
-    attention = last_layer_attention_probabilities(model.backbone, hidden, inputs["attention_mask"])
+    backbone = model.backbone
+    hidden = backbone(**inputs, output_hidden_states=True).hidden_states[-2]
+    attention = attention_probabilities(backbone, len(layer_list(backbone)) - 1, hidden, inputs["attention_mask"])
     return attention[0, :, :length, :length].mean(0)
 
 
@@ -138,7 +139,7 @@ def seaver_attention_maps(
     batch = encode_conditional_inputs(tokenizer, sentence1, sentence2, condition, max_length=max_length)
     device = next(model.parameters()).device
     batch = {k: v.to(device) for k, v in batch.items()}
-    out = model.eval()(**batch, output_reweighting=True)
+    out = model.eval()(**batch, output_internals=True)
     if out.reweighting_sentence is None:
         raise ValueError("the model returned no reweighting: is it a SEAVER model with `use_reweighting=True`?")
     length = int(out.sentence_mask[0].sum())
@@ -175,7 +176,7 @@ def router_weights_for(model, tokenizer, sentence: str, conditions: "list[str]",
     sentences = [sentence] * len(conditions)
     encode = encode_tri_inputs if model.input_format == "tri" else encode_bi_inputs
     inputs = encode(tokenizer, sentences, None, conditions)
-    out = model(**inputs, output_router_weights=True)
+    out = model(**inputs, output_internals=True)
     keep = out.router_mask[0].bool()
     tokens = tokenizer.convert_ids_to_tokens(inputs["input_ids"][0][keep].tolist())
     return tokens, out.router_weights[layer][:, keep].cpu()
@@ -210,7 +211,7 @@ def plot_combined_attention(
     was_training = model.training
     model.eval()
     with torch.no_grad():
-        out = model(**batch, output_combined_attention=True)
+        out = model(**batch, output_internals=True)
     model.train(was_training)
     index = list(heads).index(layer)
     tokens = tokenizer.convert_ids_to_tokens(batch["input_ids"][0])

@@ -10,7 +10,7 @@ import torch
 from transformers import AutoModelForMaskedLM, BertForMaskedLM, BertModel
 
 from pairzoo import create_model, load_tokenizer
-from pairzoo.adapt_mlm import ADAPTATION_FILE, MIN_SENTENCES, main, training_sentences
+from pairzoo.adapt_mlm import ADAPTATION_FILE, MIN_SENTENCES, main, parse_args, training_sentences
 from pairzoo.backbones import tiny_backbone_config
 from pairzoo.train import console_main
 from pairzoo.training.expressiveness import evaluate_expressiveness
@@ -196,6 +196,9 @@ def _flag(flag: str, value: str):
         (_non_empty_output, r"--output_dir .* exists and is not empty; pass --overwrite"),
         (_flag("--mlm_probability", "1.5"), r"`--mlm_probability` got an invalid value 1.5"),
         (_flag("--max_steps", "0"), r"`--max_steps` got an invalid value 0"),
+        (_flag("--warmup_ratio", "1.5"), r"`--warmup_ratio` got an invalid value 1.5"),
+        (_flag("--push_to_hub", "true"), r"`--push_to_hub` would upload the Trainer's temporary folder"),
+        (_flag("--no_such_flag", "1"), r"--no_such_flag"),
         (_flag("--backbone", "tiny-bert"), r"backbone 'tiny-bert' is a random test variant"),
     ],
     ids=[
@@ -206,6 +209,9 @@ def _flag(flag: str, value: str):
         "output-exists",
         "mlm-prob",
         "steps",
+        "warmup",
+        "push-to-hub",
+        "unknown-flag",
         "random-backbone",
     ],
 )
@@ -217,6 +223,24 @@ def test_bad_inputs_give_one_line_errors_and_write_nothing(tmp_path, capsys, mak
     (err,) = [line for line in capsys.readouterr().err.splitlines() if line.startswith("pairzoo.adapt_mlm: error: ")]
     assert re.search(message, err), err
     assert _snapshot(tmp_path) == before
+
+
+def test_flags_keep_their_names_and_defaults_and_every_trainer_flag_is_read(tmp_path):
+    out = str(tmp_path / "out")
+    args, training = parse_args(["--dataset", "sick-e", "--output_dir", out])
+    assert (args.backbone, args.tokenizer, args.max_train_samples) == ("minilm", None, None)
+    assert (args.mlm_probability, args.max_length) == (0.15, 64) and not (args.allow_existing_head or args.overwrite)
+    budget = ("num_train_epochs", "max_steps", "per_device_train_batch_size", "learning_rate", "warmup_steps", "seed")
+    assert [getattr(training, name) for name in budget] == [3.0, -1, 32, 1e-4, 0.06, 0]
+    assert training.output_dir == out and training.save_strategy == "no" and not training.remove_unused_columns
+    _, training = parse_args(
+        ["--dataset", "sick-e", "--output_dir", out, "--batch_size", "4", "--warmup_ratio", "0.1"]
+        + ["--gradient_accumulation_steps", "2", "--weight_decay", "0.01"]
+    )
+    assert training.per_device_train_batch_size == 4 and training.warmup_steps == 0.1
+    assert training.gradient_accumulation_steps == 2 and training.weight_decay == 0.01
+    assert parse_args(["--dataset", "x", "--output_dir", out, "--warmup_steps", "10"])[1].warmup_steps == 10
+    assert not (tmp_path / "out").exists()
 
 
 def test_speed_benchmark_times_the_adaptation_steps():

@@ -16,10 +16,12 @@ the exception and that the snapshot is unchanged: nothing written, nothing half-
 
 import json
 import math
+import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from unittest import mock
 
 import pytest
 import torch
@@ -30,7 +32,7 @@ from pairzoo import create_model, encode_conditional_inputs, load_tokenizer
 from pairzoo.hub_cards.export import export_model, load_export, verify_export
 from pairzoo.pipelines.pipeline_conditional_similarity import encode_bi_inputs, encode_tri_inputs
 from pairzoo.training.cli import main as train_main
-from pairzoo.training.collators import ConditionalPairCollator, SentencePairCollator
+from pairzoo.training.collators import ConditionalPairCollator, SentencePairCollator, make_collator
 from pairzoo.training.data import load_csts, load_dataset, load_kg_entities
 
 TINY = ["--backbone", "tiny-bert", "--num_train_epochs", "1", "--per_device_train_batch_size", "4",
@@ -114,6 +116,25 @@ def _row(label=3.0, **fields) -> dict:
 def _call(fn: Callable[[Ctx], object]) -> Callable[[Ctx], Callable[[], object]]:
     """A case with no files to prepare: the bad call is `fn(ctx)`."""
     return lambda c: lambda: fn(c)
+
+
+def _checking_values(fn: Callable[[Ctx], object]) -> Callable[[Ctx], Callable[[], object]]:
+    """A bad model call `fn(ctx)` under `PAIRZOO_CHECK_INPUTS=1`, the debug option that runs the value checks of
+    collators and pipelines on every forward pass (without it, a forward reads no tensor value)."""
+
+    def call(c: Ctx):
+        with mock.patch.dict(os.environ, {"PAIRZOO_CHECK_INPUTS": "1"}):
+            return fn(c)
+
+    return _call(call)
+
+
+def _added_token_scorer(c: Ctx):
+    """A pipeline whose tokenizer has a token the model's vocabulary lacks (added after the model was built)."""
+    tokenizer = load_tokenizer("tiny-bert")
+    tokenizer.add_tokens(["zyxwvut"])
+    scorer = pipeline("conditional-similarity", model=c.model, tokenizer=tokenizer)
+    return lambda: scorer({**OK, "condition": "The zyxwvut."})
 
 
 def _files(files: dict, fn: Callable[[Ctx], object]) -> Callable[[Ctx], Callable[[], object]]:
@@ -261,6 +282,10 @@ CASES = [
          "sentence1"),
     Case("collate-pair-empty-sentence2", _collate([_row(sentence2="  ")], collator=SentencePairCollator),
          ValueError, r"`sentence2`\[0\] is empty"),
+    Case("collate-tokenized-ids-outside-vocabulary",
+         _call(lambda c: make_collator(c.model, c.tokenizer, 32)(
+             [{"input_ids": [101, 10**6, 102], "attention_mask": [1, 1, 1], "labels": 2.0}])),
+         ValueError, "`input_ids` holds token ids outside"),
     # ---------------------------------------------------------------- models: build and forward
     Case("model-unknown-name", _call(lambda c: create_model("nope", backbone="tiny-bert")),
          ValueError, "Unknown model 'nope'"),
@@ -278,7 +303,8 @@ CASES = [
          ValueError, "input_ids"),
     Case("model-forward-float-ids", _call(lambda c: c.model(input_ids=torch.ones(2, 4))),
          ValueError, "`input_ids` must hold integer token ids"),
-    Case("model-forward-ids-outside-vocabulary", _call(lambda c: c.model(input_ids=torch.full((2, 4), 10**6))),
+    Case("model-forward-ids-outside-vocabulary",
+         _checking_values(lambda c: c.model(input_ids=torch.full((2, 4), 10**6))),
          ValueError, "`input_ids` holds token ids outside"),
     Case("model-forward-1d-ids", _call(lambda c: c.model(input_ids=torch.ones(4, dtype=torch.long))),
          ValueError, r"`input_ids` must be \(batch_size, sequence_length\)"),
@@ -289,10 +315,11 @@ CASES = [
          _call(lambda c: c.model(input_ids=torch.ones(2, 4, dtype=torch.long), labels=torch.ones(3))),
          ValueError, "`labels` has shape"),
     Case("model-forward-nan-label",
-         _call(lambda c: c.model(input_ids=torch.ones(2, 4, dtype=torch.long), labels=torch.tensor([1.0, math.nan]))),
+         _checking_values(
+             lambda c: c.model(input_ids=torch.ones(2, 4, dtype=torch.long), labels=torch.tensor([1.0, math.nan]))),
          ValueError, "`labels` contains NaN"),
     Case("model-forward-class-label-out-of-range",
-         _call(lambda c: create_model("cross-encoder", "tiny-bert", num_labels=3)(
+         _checking_values(lambda c: create_model("cross-encoder", "tiny-bert", num_labels=3)(
              input_ids=torch.ones(2, 4, dtype=torch.long), labels=torch.tensor([0, 5]))),
          ValueError, r"`labels` must be class indices in \[0, 3\)"),
     Case("tokenizer-empty-backbone", _call(lambda c: load_tokenizer("")), ValueError, "`backbone`"),
@@ -314,6 +341,7 @@ CASES = [
          ValueError, r"`condition`\[0\] is empty"),
     Case("pipe-negative-max-length", _call(lambda c: c.scorer(OK, max_length=-1)),
          ValueError, "`max_length` must be a positive integer"),
+    Case("pipe-token-outside-vocabulary", _added_token_scorer, ValueError, "`input_ids` holds token ids outside"),
     # ---------------------------------------------------------------- `python -m pairzoo.train`
     Case("cli-unknown-model", _cli("--model", "nope"), ValueError, "Unknown model 'nope'"),
     Case("cli-unknown-backbone", _cli("--backbone", "no-such-backbone"), ValueError,

@@ -323,6 +323,16 @@ def test_last_skips_a_checkpoint_without_optimizer_state(trained_run, tmp_path):
     assert resolve_resume_checkpoint("last", run) == str(run / "checkpoint-1")
 
 
+def test_last_is_the_newest_complete_folder_named_as_the_trainer_names_checkpoints(trained_run, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(trained_run, run)
+    for name in ("checkpoint-²", "checkpoint-9-copy", "checkpoint-10x"):  # not `checkpoint-<step>` folders
+        shutil.copytree(run / "checkpoint-2", run / name)
+    (run / "checkpoint-9").write_text("a file, not a folder")
+    assert [p.name for p in complete_checkpoints(run)] == ["checkpoint-1", "checkpoint-2"]
+    assert resolve_resume_checkpoint("last", run) == str(run / "checkpoint-2")
+
+
 def test_a_matching_checkpoint_resumes(trained_run, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(trained_run, run)
@@ -431,11 +441,8 @@ def test_help_names_the_program_models_data_sets_and_true_defaults():
     assert text.startswith("usage: python -m pairzoo.train ")
     assert "Fine-tune a pairzoo model" in text
     assert f"(default: {DEFAULT_OUTPUT_DIR})" in text
-    flags = {}
-    for action in build_parser()._actions:
-        for option in action.option_strings:
-            flags[option] = action.help
-    assert flags["--no_export"] != flags["--export"]
+    no_export = text[text.index("  --no_export") :].split("  --output_dir")[0]
+    assert "--no_export: only checkpoints and metrics.json" in " ".join(no_export.split())
     for name in [*list_models(), *list_datasets()]:
         assert f" {name}" in text, name
 

@@ -20,7 +20,7 @@ import pairzoo
 from pairzoo import create_model, load_tokenizer
 from pairzoo.hub_cards import export_model, render_model_card
 from pairzoo.hub_cards.__main__ import main as hub_cards_main
-from pairzoo.hub_cards.export import CARD_INPUTS_FILE, FAMILY_LIMITATIONS
+from pairzoo.hub_cards.export import CARD_INPUTS_FILE
 from pairzoo.hub_cards.push import checked_card, push
 from pairzoo.hub_cards.results import update_model_card
 from pairzoo.registry import get_model_spec, list_models
@@ -148,7 +148,7 @@ def test_each_family_cites_its_paper_in_bibtex_and_minilm_cards_cite_sentence_be
     model = create_model(name, backbone="tiny-bert", **FAMILIES[name])
     card = render_model_card(model, None, "tiny-bert", "org/repo")
     assert ModelCard(card, ignore_metadata_errors=False).data.library_name == "transformers"
-    assert FAMILY_LIMITATIONS[name] in _section(card, "Intended use and limitations")
+    assert spec.limitation and spec.limitation in _section(card, "Intended use and limitations")
     citation = _section(card, "Citation")
     entries = _bibtex_entries(citation)
     if name == "siamese-matcher":  # the SFA paper, then the host network's (ESIM by default)

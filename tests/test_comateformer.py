@@ -1,6 +1,8 @@
 """Comateformer: harness on tiny BERT/RoBERTa, the combined-attention equations recomputed from the layer's own
 projections, the head-selection rule, padding, gradients of the L1 term, config validation, export and the plot."""
 
+import copy
+import inspect
 import json
 
 import pytest
@@ -9,7 +11,17 @@ from model_harness import ROWS, ModelHarness, assert_close_after_reload
 from transformers import AutoModel, EvalPrediction, set_seed
 
 from pairzoo import ComateformerConfig, ComateformerModel, create_model, load_tokenizer
+from pairzoo.backbones import TINY_ARCHITECTURES
 from pairzoo.hub_cards import export_model, run_without_pairzoo
+from pairzoo.modeling.encoders import (
+    attention_module,
+    attention_probabilities,
+    attention_scores,
+    head_shape,
+    output_projection,
+    project,
+    projection_modules,
+)
 from pairzoo.modeling.modeling_comateformer import combined_attention_maps, num_combined_heads
 from pairzoo.training.collators import SentencePairCollator, make_collator
 
@@ -100,11 +112,13 @@ def reference_maps(
     center_difference=False,
     gate_bias=0.0,
     key_normalization="none",
+    scores=None,
     **_,
 ):
-    """E, N, gate, M written out naively: the (..., L, L, d) difference tensor, explicit masked row means and sums."""
+    """E, N, gate, M written out naively: the (..., L, L, d) difference tensor, explicit masked row means and sums;
+    with `scores` (a layer's own attention scores, position terms included) E = alpha * scores."""
     d = q.shape[-1]
-    e = alpha * torch.einsum("...id,...jd->...ij", q, k) / d**0.5
+    e = alpha * torch.einsum("...id,...jd->...ij", q, k) / d**0.5 if scores is None else alpha * scores
     n = -beta * (q[..., :, None, :] - k[..., None, :, :]).abs().sum(-1) / d**0.5
     w = torch.ones_like(e) if keep is None else keep.expand_as(e).to(e.dtype)
 
@@ -206,6 +220,243 @@ def test_heads_recomputed_from_the_layers_own_projections(backbone, settings):
     got = output.view(*hidden.shape[:2], module.num_attention_heads, -1).transpose(1, 2)
     for h in range(module.num_attention_heads):
         torch.testing.assert_close(got[:, h].double(), expected[:, h], rtol=0, atol=1e-5, msg=f"head {h}")
+
+
+def attention_calls(backbone, layer: int, run) -> list[dict]:
+    """What layer `layer`'s attention module received (its forward's arguments, by name) and the context entering
+    its output projection (B, L, H, d), per call of `run()`: one call, or one per depth where the module is shared
+    (ALBERT)."""
+    module, projection = attention_module(backbone, layer), output_projection(backbone, layer)
+    signature = inspect.signature(module.forward)
+    heads, size = head_shape(backbone.config)
+    calls, contexts = [], []
+
+    def before_module(m, args, kwargs):
+        calls.append(dict(signature.bind(*args, **kwargs).arguments))
+
+    def before_projection(m, args):
+        contexts.append(args[0].unflatten(-1, (heads, size)))
+
+    handles = [
+        module.register_forward_pre_hook(before_module, with_kwargs=True),
+        projection.register_forward_pre_hook(before_projection),
+    ]
+    try:
+        with torch.no_grad():
+            run()
+    finally:
+        for handle in handles:
+            handle.remove()
+    return [{**call, "context": context} for call, context in zip(calls, contexts, strict=True)]
+
+
+def rotate_half(x):
+    return torch.cat([-x[..., x.shape[-1] // 2 :], x[..., : x.shape[-1] // 2]], dim=-1)
+
+
+def reference_layer(backbone, layer: int, call: dict, config, count: int, mix=None):
+    """Every head's output (B, H, L, d) of a combined layer in float64 from its own weights and the inputs of its
+    attention module's call: the projections (fused ones split), the architecture's position information (ModernBERT's
+    rotation of q and k, MPNet's bias and DeBERTa's c2p/p2c terms added to the score), softmax heads and, in the first
+    `count` heads, `reference_maps` on the layer's scores, mixed with weight g under "mix". Also returns the keep
+    mask."""
+    model_type = backbone.config.model_type
+    heads, size = head_shape(backbone.config)
+    hidden = call["hidden_states"].double()
+    linears = projection_modules(backbone, layer)
+
+    def linear(module):
+        out = hidden @ module.weight.double().T
+        return out if module.bias is None else out + module.bias.double()
+
+    if len(linears) == 1:
+        q, k, v = linear(linears[0]).unflatten(-1, (3, heads, size)).unbind(2)
+    else:
+        q, k, v = (linear(module).unflatten(-1, (heads, size)) for module in linears)
+    q, k, v = (x.transpose(1, 2) for x in (q, k, v))
+    if model_type == "modernbert":
+        cos, sin = (t.double().unsqueeze(1) for t in call["position_embeddings"])
+        q, k = (x * cos + rotate_half(x) * sin for x in (q, k))
+    if model_type == "deberta-v2":  # DeBERTa's own disentangled terms, in float64, on the same q and k
+        attention = copy.deepcopy(attention_module(backbone, layer)).double()
+        flat_q, flat_k = (x.reshape(-1, *x.shape[-2:]) for x in (q, k))
+        bias = attention.disentangled_attention_bias(
+            flat_q, flat_k, call["relative_pos"], call["rel_embeddings"].double(), 3
+        )
+        scores = (q @ k.transpose(-1, -2)) / (3 * size) ** 0.5 + bias.view(*q.shape[:2], *bias.shape[-2:])
+    else:
+        scores = (q @ k.transpose(-1, -2)) / size**0.5
+        if model_type == "mpnet":
+            scores = scores + call["position_bias"].double()
+    mask = call["attention_mask"]
+    if mask.dtype == torch.bool:
+        keep = mask
+    elif mask.is_floating_point():
+        keep = mask > torch.finfo(mask.dtype).min / 2
+    else:
+        keep = mask != 0
+    softmax = scores.masked_fill(~keep, float("-inf")).softmax(-1) @ v
+    h = count
+    _, _, _, m = reference_maps(q[:, :h], k[:, :h], keep, scores=scores[:, :h], **config.to_dict())
+    out = softmax.clone()
+    out[:, :h] = m @ v[:, :h] if mix is None else softmax[:, :h] + mix[:, None, None] * (m @ v[:, :h] - softmax[:, :h])
+    return out, keep
+
+
+OTHER_ARCHITECTURES = ["tiny-distilbert", "tiny-electra-small", "tiny-modernbert", "tiny-mpnet", "tiny-deberta-v2"]
+
+
+@pytest.mark.parametrize(
+    "settings", [{}, {"integration": "mix", "key_normalization": "l1", "gate": "center", "gate_bias": -0.5}]
+)
+@pytest.mark.parametrize("backbone", [*OTHER_ARCHITECTURES, "tiny-albert"])
+def test_heads_recomputed_on_other_architectures(backbone, settings):
+    """On DistilBERT, ELECTRA-small, ModernBERT (rotary q and k, a sliding-window layer), MPNet (relative bias),
+    DeBERTa-v3 (c2p/p2c terms) and ALBERT (one layer shared by every depth): every head of combined layer 1
+    recomputed in float64 from the layer's own weights and the inputs its attention module received, and compared
+    with the context entering its output projection. On ALBERT the shared layer stays plain at depth 0."""
+    set_seed(0)
+    model = create_model(
+        "comateformer",
+        backbone=backbone,
+        combined_layers=[1],
+        combined_head_fraction=0.3,
+        alpha=1.3,
+        beta=0.7,
+        **settings,
+    ).eval()
+    inputs = pair_inputs(load_tokenizer(backbone), ROWS)
+    inputs.pop("labels")
+    assert inputs["attention_mask"].min() == 0, "the batch must contain padding"
+    backbone_model = model.backbone
+    module = attention_module(backbone_model, 1)
+    assert module.num_combined_heads == 2  # ceil(0.3 * 4)
+    mix = None
+    if model.config.integration == "mix":
+        assert not module.combined_mix.any(), "the mix starts at zero"
+        mix = torch.tensor([0.4, -0.9], dtype=torch.float64)
+        with torch.no_grad():
+            module.combined_mix.copy_(mix / model.config.mix_scale)
+    calls = attention_calls(backbone_model, 1, lambda: model(**inputs))
+    shared = attention_module(backbone_model, 0) is module
+    assert len(calls) == (2 if shared else 1)
+    valid = inputs["attention_mask"].bool()  # padding query rows are compared nowhere: no token reads them
+    if shared:  # depth 0 runs the same module with softmax attention on every head
+        expected, _ = reference_layer(backbone_model, 0, calls[0], model.config, count=0)
+        got = calls[0]["context"].transpose(1, 2).double()
+        for h in range(4):
+            torch.testing.assert_close(got[:, h][valid], expected[:, h][valid], rtol=0, atol=1e-5, msg=f"depth 0 {h}")
+    expected, keep = reference_layer(backbone_model, 1, calls[-1], model.config, count=2, mix=mix)
+    got = calls[-1]["context"].transpose(1, 2).double()
+    if backbone == "tiny-modernbert":
+        assert not keep[:, 0][valid].all(), "a sliding-window layer: rows miss keys"
+    for h in range(4):
+        torch.testing.assert_close(got[:, h][valid], expected[:, h][valid], rtol=0, atol=1e-5, msg=f"head {h}")
+
+
+def test_albert_shared_layer_follows_the_depth():
+    """ALBERT runs one layer at every depth: with combined heads at depths 0 and 2 only (2 and 1 heads), each call
+    of the shared module gets its depth's heads (float64 recomputation per depth), the depths share one g per head,
+    and every forward starts again at depth 0 (a second forward gives the same output)."""
+    from pairzoo.backbones import tiny_backbone_config
+
+    set_seed(0)
+    backbone_config = tiny_backbone_config("tiny-albert")
+    backbone_config.num_hidden_layers = 3
+    config = ComateformerConfig(
+        backbone_config=backbone_config,
+        combined_layers=[0, 2],
+        combined_head_fraction=[0.5, 0.25],
+        integration="mix",
+        key_normalization="l1",
+    )
+    model = ComateformerModel(config).eval()
+    module = attention_module(model.backbone, 0)
+    assert all(attention_module(model.backbone, depth) is module for depth in (1, 2))
+    assert [name for name, _ in model.named_parameters() if name.endswith("combined_mix")] == [
+        "backbone.encoder.albert_layer_groups.0.albert_layers.0.attention.combined_mix"
+    ]
+    mix = torch.tensor([0.4, -0.9], dtype=torch.float64)
+    with torch.no_grad():
+        module.combined_mix.copy_(mix / config.mix_scale)
+    inputs = pair_inputs(load_tokenizer("tiny-albert"), ROWS)
+    inputs.pop("labels")
+    valid = inputs["attention_mask"].bool()
+    outputs = []
+    calls = attention_calls(model.backbone, 0, lambda: outputs.append(model(**inputs, output_internals=True)))
+    assert [m.shape[1] for m in outputs[0].combined_attention] == [2, 1]
+    assert len(calls) == 3
+    for depth, count in enumerate((2, 0, 1)):
+        expected, _ = reference_layer(model.backbone, 0, calls[depth], config, count, mix=mix[:count])
+        got = calls[depth]["context"].transpose(1, 2).double()
+        for h in range(4):
+            torch.testing.assert_close(got[:, h][valid], expected[:, h][valid], rtol=0, atol=1e-5, msg=f"{depth} {h}")
+    with torch.no_grad():
+        again = model(**inputs).last_hidden_state
+    torch.testing.assert_close(again, outputs[0].last_hidden_state, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("backbone", TINY_ARCHITECTURES)
+def test_affinity_is_the_layers_own_attention_score(backbone):
+    """The layer's own attention scores, position terms included, are what E scales: with alpha = 1 the softmax of
+    E (and of `encoders.attention_scores`) over the keys the layer attends to gives the layer's own probabilities
+    (`encoders.attention_probabilities` on the plain backbone) in every head and non-padding query row."""
+    set_seed(0)
+    model = create_model("comateformer", backbone=backbone, combined_layers=[1], combined_head_fraction=1.0).eval()
+    plain = create_model("comateformer", backbone=backbone, combined_layers=[], combined_head_fraction=[]).eval()
+    plain.load_state_dict(model.state_dict())
+    inputs = pair_inputs(load_tokenizer(backbone), ROWS)
+    inputs.pop("labels")
+    mask = inputs["attention_mask"]
+    with torch.no_grad():
+        affinity = model(**inputs, output_internals=True).affinity[0]
+        hidden = plain(**inputs, output_hidden_states=True).hidden_states[1]
+        probabilities = attention_probabilities(plain.backbone, 1, hidden, mask)
+    call = attention_calls(plain.backbone, 1, lambda: plain(**inputs))[-1]
+    heads, size = head_shape(plain.backbone.config)
+    query, key = (
+        project(plain.backbone, 1, which, call["hidden_states"]).unflatten(-1, (heads, size)).transpose(1, 2)
+        for which in ("query", "key")
+    )
+    with torch.no_grad():
+        scores = attention_scores(plain.backbone, 1, query, key, call)
+    kept = probabilities > 0
+    valid = mask.bool()
+    assert not kept.all() and affinity.shape == probabilities.shape == scores.shape
+    for name, logits in (("E", affinity), ("attention_scores", scores)):
+        softmax = logits.masked_fill(~kept, float("-inf")).softmax(-1)
+        torch.testing.assert_close(
+            softmax.transpose(1, 2)[valid], probabilities.transpose(1, 2)[valid], rtol=0, atol=1e-6, msg=name
+        )
+
+
+@pytest.mark.parametrize("backbone", TINY_ARCHITECTURES)
+def test_every_architecture_trains_with_combined_heads(backbone):
+    """Create -> training forward on a pair batch -> backward: every parameter outside the embeddings (whose rows of
+    absent tokens get none) gets a finite, nonzero gradient, the mix gates included; each combined layer logs its
+    statistics."""
+    set_seed(0)
+    model = create_model("comateformer", backbone=backbone, **TINY, integration="mix").train()
+    inputs = pair_inputs(load_tokenizer(backbone), ROWS[:2])
+    out = model(**inputs, output_internals=True)
+    assert [m.shape[1] for m in out.combined_attention] == [2, 2]
+    out.loss.backward()
+    gates = [name for name, _ in model.named_parameters() if name.endswith("combined_mix")]
+    assert len(gates) == (1 if backbone == "tiny-albert" else 2)  # ALBERT's depths share their layer (and g)
+    for name, parameter in model.named_parameters():
+        if "embeddings" in name:
+            continue
+        assert parameter.grad is not None and parameter.grad.any(), f"no gradient reached {name}"
+        assert torch.isfinite(parameter.grad).all(), name
+    stats = model.training_stats()
+    assert {f"comateformer/layer{i}/{n}" for i in (0, 1) for n in ("gate_mean", "mv_ratio", "mix_mean")} == set(stats)
+    assert all(torch.isfinite(torch.tensor(v)) for v in stats.values())
+
+
+def test_an_architecture_pairzoo_does_not_know_is_refused_when_the_model_is_built():
+    config = ComateformerConfig(backbone_config={"model_type": "squeezebert", **dict(num_hidden_layers=2)})
+    with pytest.raises(ValueError, match="'squeezebert' is not supported"):
+        ComateformerModel(config)
 
 
 @pytest.mark.parametrize(
@@ -535,9 +786,9 @@ def test_eager_and_sdpa_agree_and_padding_keys_get_zero_weight(backbone):
     set_seed(0)
     model = ComateformerModel(create_model("comateformer", backbone=backbone, **TINY).config).eval()
     with torch.no_grad():
-        sdpa = model(**inputs, output_combined_attention=True)
+        sdpa = model(**inputs, output_internals=True)
         model.set_attn_implementation("eager")
-        eager = model(**inputs, output_combined_attention=True, output_attentions=True)
+        eager = model(**inputs, output_internals=True, output_attentions=True)
     torch.testing.assert_close(sdpa.last_hidden_state, eager.last_hidden_state, rtol=0, atol=1e-5)
     pad = inputs["attention_mask"] == 0
     assert [m.shape[1] for m in eager.combined_attention] == [2, 2]  # ceil(0.5 * 4), ceil(0.3 * 4)
@@ -557,9 +808,9 @@ def test_head_chunking_does_not_change_the_result(monkeypatch):
     model = create_model("comateformer", backbone="tiny-bert", combined_layers=[0], combined_head_fraction=1.0).eval()
     inputs = pair_inputs(load_tokenizer("tiny-bert"), ROWS)
     with torch.no_grad():
-        whole = model(**inputs, output_combined_attention=True)
+        whole = model(**inputs, output_internals=True)
         monkeypatch.setattr(modeling_comateformer, "_CHUNK_ELEMENTS", 1)
-        chunked = model(**inputs, output_combined_attention=True)
+        chunked = model(**inputs, output_internals=True)
     torch.testing.assert_close(chunked.logits, whole.logits, rtol=0, atol=1e-6)
     torch.testing.assert_close(chunked.combined_attention, whole.combined_attention, rtol=0, atol=1e-6)
     assert whole.combined_attention[0].shape[1] == 4
@@ -574,7 +825,7 @@ def test_combined_attention_outputs_and_ablation_switches_change_the_model():
         set_seed(0)
         model = create_model("comateformer", backbone="tiny-bert", **TINY, **settings).eval()
         with torch.no_grad():
-            out = model(**inputs, output_combined_attention=True)
+            out = model(**inputs, output_internals=True)
         length = inputs["input_ids"].shape[1]
         assert [tuple(t.shape) for t in out.combined_attention] == [(1, 2, length, length)] * 2
         e, n, m = out.affinity[0], out.difference[0], out.combined_attention[0]
@@ -615,7 +866,6 @@ def test_combined_attention_outputs_and_ablation_switches_change_the_model():
         ({"num_labels": 0}, "num_labels"),
         ({"num_labels": 3, "problem_type": "regression"}, "problem_type"),
         ({"problem_type": "multi_label_classification"}, "problem_type"),
-        ({"backbone_config": {"model_type": "distilbert"}}, "backbone_config.model_type"),
         ({"backbone_config": {"model_type": "bert", "is_decoder": True}}, "is_decoder"),
         ({"integration": "replace"}, "integration"),
         ({"integration": None}, "integration"),

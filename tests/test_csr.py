@@ -9,8 +9,10 @@ from model_harness import ROWS, ModelHarness, assert_close_after_reload
 from transformers import set_seed
 
 from pairzoo import CsrConfig, create_model, load_tokenizer
+from pairzoo.backbones import TINY_ARCHITECTURES, backbone_config
 from pairzoo.csr_cache import load_cache, save_cache
 from pairzoo.hub_cards import export_model, score_in_fresh_process
+from pairzoo.modeling.encoders import encoder_architecture
 from pairzoo.pipelines.pipeline_conditional_similarity import encode_bi_inputs, encode_tri_inputs
 from pairzoo.training.collators import BiEncoderCollator, TriEncoderCollator, make_collator
 
@@ -78,7 +80,7 @@ def test_tri_router_recomputed_from_backbone_projections(backbone, router_scale)
     tokenizer = load_tokenizer(backbone)
     batch = encode_tri_inputs(tokenizer, S1, S2, COND)
     with torch.no_grad():
-        out = model(**batch, output_router_weights=True)
+        out = model(**batch, output_internals=True)
         layer = model.backbone.encoder.layer[-1]
         attn = layer.attention.self
         cond = model.backbone(
@@ -115,7 +117,7 @@ def test_bi_router_weights_are_head_averaged_eager_attention(backbone):
     tokenizer = load_tokenizer(backbone)
     batch = encode_bi_inputs(tokenizer, S1, None, COND)
     with torch.no_grad():
-        out = model(**batch, output_router_weights=True)  # default sdpa attention
+        out = model(**batch, output_internals=True)  # default sdpa attention
         model.backbone.set_attn_implementation("eager")
         eager = model.backbone(
             input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], output_attentions=True
@@ -325,3 +327,129 @@ def test_router_weight_plot(tmp_path):
         _model(), load_tokenizer("tiny-bert"), ROWS[0]["sentence1"], COND, tmp_path / "router.png"
     )
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("backbone", TINY_ARCHITECTURES)
+def test_every_architecture_routes_and_trains(backbone):
+    """On each encoder architecture: the tri- and bi-encoder routers (and the reference router where positions are
+    absolute) run forward and backward with a finite gradient on every parameter; without routers the embedding is
+    the backbone's own mean-pooled output."""
+    tokenizer = load_tokenizer(backbone)
+    labels = torch.tensor([r["label"] for r in ROWS[:2]])
+    variants = [
+        ({"router_layers": [0, 1], "tri_head": "hadamard"}, encode_tri_inputs),
+        ({"architecture": "bi", "router_layers": [0, 1]}, encode_bi_inputs),
+    ]
+    if encoder_architecture(backbone_config(backbone)).positions == "absolute":
+        variants.append(({"router": "reference", "router_layers": [1]}, encode_tri_inputs))
+    for overrides, encode in variants:
+        model = _model(backbone, **overrides).train()
+        out = model(**encode(tokenizer, S1[:2], S2[:2], COND[:2]), labels=labels, output_internals=True)
+        out.loss.backward()
+        for name, param in model.named_parameters():
+            assert param.grad is not None and torch.isfinite(param.grad).all(), (overrides, name)
+        assert len(out.router_weights) == len(model.routed_layers)
+        assert all(torch.isfinite(w).all() and (w[out.router_mask == 0] == 0).all() for w in out.router_weights)
+    plain = _model(backbone, use_router=False)
+    batch = encode_tri_inputs(tokenizer, S1[:2], None, COND[:2])
+    with torch.no_grad():
+        hidden = plain.backbone(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
+        m = batch["attention_mask"].unsqueeze(-1).float()
+        torch.testing.assert_close(plain(**batch).embeddings, (hidden * m).sum(1) / m.sum(1), rtol=0, atol=0)
+
+
+def _linear64(x, linear, rows=slice(None)):
+    """`linear` (or the `rows` of its output) applied by hand."""
+    y = x @ linear.weight[rows].T
+    return y if linear.bias is None else y + linear.bias[rows]
+
+
+def _norm64(x, norm):
+    return torch.nn.functional.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps)
+
+
+def _last_layer_by_hand(model):
+    """The last layer of a BERT, DeBERTa-v2 or ModernBERT backbone written out: its query and key of a layer input
+    (ModernBERT: of its attention norm, from the fused projection) and its block after the attention context (output
+    projection, residual, norms, GELU feed-forward; ModernBERT's final norm), plus the module whose input is that
+    context."""
+    backbone, config = model.backbone, model.config.backbone_config
+    d = config.hidden_size
+    if config.model_type == "modernbert":
+        assert config.hidden_activation == "gelu"
+        layer = backbone.layers[-1]
+        fused = layer.attn.Wqkv
+
+        def query(h):
+            return _linear64(_norm64(h, layer.attn_norm), fused, slice(0, d))
+
+        def key(h):
+            return _linear64(_norm64(h, layer.attn_norm), fused, slice(d, 2 * d))
+
+        def rest(context, h):
+            h = h + _linear64(context, layer.attn.Wo)
+            x, gate = _linear64(_norm64(h, layer.mlp_norm), layer.mlp.Wi).chunk(2, -1)
+            return _norm64(h + _linear64(torch.nn.functional.gelu(x) * gate, layer.mlp.Wo), backbone.final_norm)
+
+        return query, key, rest, layer.attn.Wo
+    assert config.hidden_act == "gelu"
+    layer = backbone.encoder.layer[-1]
+    attn, out = layer.attention.self, layer.attention.output
+    names = ("query_proj", "key_proj") if config.model_type == "deberta-v2" else ("query", "key")
+
+    def rest(context, h):
+        a = _norm64(_linear64(context, out.dense) + h, out.LayerNorm)
+        inner = torch.nn.functional.gelu(_linear64(a, layer.intermediate.dense))
+        return _norm64(_linear64(inner, layer.output.dense) + a, layer.output.LayerNorm)
+
+    return (
+        lambda h: _linear64(h, getattr(attn, names[0])),
+        lambda h: _linear64(h, getattr(attn, names[1])),
+        rest,
+        out.dense,
+    )
+
+
+@pytest.mark.parametrize("backbone", ["tiny-bert", "tiny-deberta-v2", "tiny-modernbert"])
+@pytest.mark.parametrize("architecture", ["tri", "bi"])
+def test_routers_recomputed_in_float64(backbone, architecture):
+    """The last-layer router recomputed from the backbone's own forward (relative and rotary positions included):
+    tri `w = softmax(q_c . K / sqrt(d_k))`, `q_c` the last layer's query of the condition's first token and `K` its
+    keys of the sentence; bi `w` the layer's own head-averaged attention of the condition's first token, renormalised
+    over the sentence; then the block with its attention context times `(1 + w)`, mean-pooled."""
+    model = _model(backbone, architecture=architecture).double()
+    tokenizer = load_tokenizer(backbone)
+    encode = encode_tri_inputs if architecture == "tri" else encode_bi_inputs
+    batch = encode(tokenizer, S1, None, COND)
+    ids, mask = batch["input_ids"], batch["attention_mask"]
+    query, key, rest, projection = _last_layer_by_hand(model)
+    contexts = []
+    handle = projection.register_forward_pre_hook(lambda module, args: contexts.append(args[0]))
+    with torch.no_grad():
+        out = model(**batch, output_internals=True)
+        model.backbone.set_attn_implementation("eager")
+        contexts.clear()
+        sentence = model.backbone(
+            input_ids=ids, attention_mask=mask, output_hidden_states=True, output_attentions=architecture == "bi"
+        )
+        handle.remove()
+        h_in, context = sentence.hidden_states[-2], contexts[-1]
+        size = model.config.backbone_config.hidden_size // model.config.backbone_config.num_attention_heads
+        if architecture == "tri":
+            condition = model.backbone(
+                input_ids=batch["input_ids_3"], attention_mask=batch["attention_mask_3"], output_hidden_states=True
+            )
+            q_c = query(condition.hidden_states[-2][:, 0])
+            w = _masked_softmax((key(h_in) * q_c[:, None]).sum(-1) / math.sqrt(size), mask)
+            pool = mask
+        else:
+            rows = torch.arange(len(ids))
+            attention = sentence.attentions[-1].mean(1)[rows, batch["condition_mask"].argmax(1)]
+            attention = attention * batch["sentence_mask"]
+            w = attention / attention.sum(-1, keepdim=True)
+            pool = batch["sentence_mask"]
+        torch.testing.assert_close(out.router_weights[0], w, atol=1e-12, rtol=1e-10)
+        # eager ModernBERT leaves NaN on padding rows outside every sliding window in float64: pool by selection
+        last = torch.where(pool[..., None].bool(), rest(context * (1 + w)[..., None], h_in), 0.0)
+        pooled = last.sum(1) / pool.sum(1, keepdim=True)
+        torch.testing.assert_close(out.embeddings, pooled, atol=1e-10, rtol=1e-10)

@@ -32,32 +32,61 @@ def _norm(x: torch.Tensor, norm: torch.nn.LayerNorm) -> torch.Tensor:
     return F.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps)
 
 
+def _embeddings_by_hand(model, ids, mask, offset):
+    """Sentence embeddings with positions after `offset` condition tokens: RoBERTa's positions start after its padding
+    index, BERT's and DistilBERT's at 0; DistilBERT has no token types."""
+    emb, config = model.backbone.embeddings, model.config.backbone_config
+    first = config.pad_token_id + 1 if config.model_type == "roberta" else 0
+    positions = (first + offset + torch.arange(ids.shape[1])) * mask + (1 - mask) * (first - 1 if first else 0)
+    x = emb.word_embeddings.weight[ids] + emb.position_embeddings.weight[positions]
+    if config.model_type != "distilbert":
+        x = x + emb.token_type_embeddings.weight[0]
+    return _norm(x, emb.LayerNorm)
+
+
+def _layers_by_hand(model):
+    """Per layer: its query/key/value projections and the rest of its block (output projection, residual and norm,
+    GELU feed-forward) as a function of the attention context and the layer input."""
+    backbone, config = model.backbone, model.config.backbone_config
+    if config.model_type == "distilbert":
+        assert config.activation == "gelu" and not config.sinusoidal_pos_embds
+        for layer in backbone.transformer.layer:
+            attn, ffn = layer.attention, layer.ffn
+
+            def rest(context, x, attn=attn, ffn=ffn, layer=layer):
+                a = _norm(_linear(context, attn.out_lin) + x, layer.sa_layer_norm)
+                return _norm(_linear(F.gelu(_linear(a, ffn.lin1)), ffn.lin2) + a, layer.output_layer_norm)
+
+            yield attn.q_lin, attn.k_lin, attn.v_lin, rest
+        return
+    assert config.hidden_act == "gelu"
+    for layer in backbone.encoder.layer:
+        attn = layer.attention.self
+
+        def rest(context, x, layer=layer):
+            a = _norm(_linear(context, layer.attention.output.dense) + x, layer.attention.output.LayerNorm)
+            return _norm(
+                _linear(F.gelu(_linear(a, layer.intermediate.dense)), layer.output.dense) + a, layer.output.LayerNorm
+            )
+
+        yield attn.query, attn.key, attn.value, rest
+
+
 def _reference_by_hand(model, ids, mask, cond_states, cond_mask):
     """The reference reading written out: sentence positions after the condition's tokens, every layer attending to
     `[condition states; sentence]`, `w` = head-mean attention of the sentence's first token on the sentence keys, and
     `(1 + w) * context` in the router layers. Returns the mean-pooled embedding and the router weights."""
-    backbone, config = model.backbone, model.config.backbone_config
-    assert config.hidden_act == "gelu"
-    emb = backbone.embeddings
-    offset = cond_mask.sum(1, keepdim=True)
-    first = config.pad_token_id + 1 if config.model_type == "roberta" else 0
-    positions = (first + offset + torch.arange(ids.shape[1])) * mask + (1 - mask) * (first - 1 if first else 0)
-    x = (
-        emb.word_embeddings.weight[ids]
-        + emb.position_embeddings.weight[positions]
-        + emb.token_type_embeddings.weight[0]
-    )
-    x = _norm(x, emb.LayerNorm)
+    x = _embeddings_by_hand(model, ids, mask, cond_mask.sum(1, keepdim=True))
     keep = torch.cat([cond_mask, mask], 1).bool()[:, None, None]
     b, length, d = x.shape
+    heads = model.config.backbone_config.num_attention_heads
+    size = d // heads
     weights = []
-    for t, layer in enumerate(backbone.encoder.layer):
-        attn = layer.attention.self
-        heads, size = attn.num_attention_heads, attn.attention_head_size
+    for t, (query, key, value, rest) in enumerate(_layers_by_hand(model)):
         memory = torch.cat([cond_states, x], 1)
         q, k, v = (
             y.view(b, y.shape[1], heads, size).transpose(1, 2)
-            for y in (_linear(x, attn.query), _linear(memory, attn.key), _linear(memory, attn.value))
+            for y in (_linear(x, query), _linear(memory, key), _linear(memory, value))
         )
         probs = torch.softmax((q @ k.transpose(-1, -2) / math.sqrt(size)).masked_fill(~keep, -math.inf), -1)
         context = (probs @ v).transpose(1, 2).reshape(b, length, d)
@@ -65,21 +94,18 @@ def _reference_by_hand(model, ids, mask, cond_states, cond_mask):
             w = probs[:, :, 0, cond_states.shape[1] :].mean(1)
             weights.append(w)
             context = context * (1 + w)[..., None]
-        a = _norm(_linear(context, layer.attention.output.dense) + x, layer.attention.output.LayerNorm)
-        x = _norm(
-            _linear(F.gelu(_linear(a, layer.intermediate.dense)), layer.output.dense) + a, layer.output.LayerNorm
-        )
+        x = rest(context, x)
     m = mask[..., None].to(x.dtype)
     return (x * m).sum(1) / m.sum(1), weights
 
 
-@pytest.mark.parametrize("backbone", ["tiny-bert", "tiny-roberta"])
+@pytest.mark.parametrize("backbone", ["tiny-bert", "tiny-roberta", "tiny-distilbert"])
 @pytest.mark.parametrize("router_layers", [[1], [0, 1]])
 def test_reference_router_recomputed_in_float64(backbone, router_layers):
     model = _model(backbone, router="reference", router_layers=router_layers).double()
     batch = encode_tri_inputs(load_tokenizer(backbone), S1, S2, COND)
     with torch.no_grad():
-        out = model(**batch, output_router_weights=True)
+        out = model(**batch, output_internals=True)
         cond_mask = batch["attention_mask_3"]
         cond_states = model.backbone(input_ids=batch["input_ids_3"], attention_mask=cond_mask).last_hidden_state
         for suffix, embeddings, router_weights in (
@@ -126,6 +152,22 @@ def test_reference_router_bad_input():
         model(**encode_tri_inputs(tokenizer, long, long, long))
 
 
+@pytest.mark.parametrize(
+    "backbone, model_type, terms",
+    [
+        ("tiny-deberta-v2", "deberta-v2", "disentangled content-to-position"),
+        ("tiny-mpnet", "mpnet", "relative-position bias"),
+        ("tiny-modernbert", "modernbert", "rotary embeddings"),
+    ],
+)
+def test_reference_router_is_refused_without_absolute_positions(backbone, model_type, terms):
+    """The reference form attends to a separately encoded condition and shifts the sentence's absolute positions;
+    backbones whose scores carry relative, bias or rotary position terms refuse it when the model is built."""
+    with pytest.raises(ValueError, match=rf"router='reference' cannot run on a '{model_type}' backbone: .*{terms}"):
+        _model(backbone, router="reference")
+    assert _model(backbone, router="key").routed_layers == [1]  # the paper's routers run there
+
+
 def _mean(hidden, mask):
     m = mask[..., None].to(hidden.dtype)
     return (hidden * m).sum(1) / m.sum(1)
@@ -147,7 +189,7 @@ def test_c_sts_bi_pooling_recomputed_in_float64(backbone, use_router):
         assert torch.equal(pair["input_ids"], batch["input_ids"])
         assert torch.equal(pair["token_type_ids"], batch["condition_mask"])
     with torch.no_grad():
-        out = model(**batch, output_router_weights=True)
+        out = model(**batch, output_internals=True)
         if not use_router:
             for suffix, embeddings in (("", out.embeddings), ("_2", out.embeddings_2)):
                 ids, mask = batch["input_ids" + suffix], batch["attention_mask" + suffix]
@@ -159,7 +201,7 @@ def test_c_sts_bi_pooling_recomputed_in_float64(backbone, use_router):
             inputs = {k: v for k, v in batch.items() if not k.endswith("_2")}
             if has_types:
                 inputs["token_type_ids"] = batch["condition_mask"]
-            sentence = sentence_form(**inputs, output_router_weights=True)
+            sentence = sentence_form(**inputs, output_internals=True)
             torch.testing.assert_close(out.router_weights[0], sentence.router_weights[0], atol=1e-12, rtol=1e-10)
         plain = sentence_form(**batch).embeddings
     assert not torch.allclose(out.embeddings, plain, atol=1e-4)

@@ -94,13 +94,19 @@ def sources(tmp_path_factory) -> "tuple[Path, Path]":
 
 
 @pytest.fixture(scope="module")
-def pack(sources, tmp_path_factory) -> Path:
+def built(sources, tmp_path_factory) -> "tuple[Path, dict, list[str]]":
+    """The pack of sick-e, snli and wn18rr, the sizes `build_pack` returned and the lines it printed."""
     data, minilm = sources
-    output = tmp_path_factory.mktemp("out") / ".devpack"
-    device_pack.build_pack(
-        output, ["sick-e", "snli", "wn18rr"], data_dir=data, minilm_dir=minilm, wheels=False, log=lambda _: None
+    output, lines = tmp_path_factory.mktemp("out") / ".devpack", []
+    sizes = device_pack.build_pack(
+        output, ["sick-e", "snli", "wn18rr"], data_dir=data, minilm_dir=minilm, wheels=False, log=lines.append
     )
-    return output
+    return output, sizes, lines
+
+
+@pytest.fixture(scope="module")
+def pack(built) -> Path:
+    return built[0]
 
 
 def _pack_args(sources, output) -> list[str]:
@@ -181,21 +187,13 @@ def test_pack_holds_the_named_data_sets_files_as_one_xz_archive(pack, sources):
     assert summary["data_bytes_uncompressed"] == sum((data / rel).stat().st_size for rel in PACKED_DATA_FILES)
 
 
-def test_sizes_are_printed_with_the_data_compressed_and_uncompressed(sources, tmp_path):
-    lines = []
-    sizes = device_pack.build_pack(
-        tmp_path / "pack",
-        ["sick-e", "wn18rr"],
-        data_dir=sources[0],
-        minilm_dir=sources[1],
-        wheels=False,
-        log=lines.append,
-    )
-    archive = (tmp_path / "pack" / "data.tar.xz").stat().st_size
+def test_sizes_are_printed_with_the_data_compressed_and_uncompressed(built, sources):
+    pack, sizes, lines = built
+    archive = (pack / "data.tar.xz").stat().st_size
     assert sizes["data.tar.xz"] == archive and "data" not in sizes
     assert sizes["pack"] == sum(sizes[part] for part in ("minilm", "data.tar.xz", "wheels", "run.sh", "pack.json"))
     assert sizes["total"] == sizes["pack"] + sizes["working_tree"]
-    uncompressed = sum((sources[0] / rel).stat().st_size for rel in ["SICK/SICK.txt", *WN18RR_FILES])
+    uncompressed = sum((sources[0] / rel).stat().st_size for rel in PACKED_DATA_FILES)
     assert sizes["data_uncompressed"] == uncompressed
     (line,) = [line for line in lines if line.startswith("data.tar.xz ")]
     assert f"({archive:,} bytes; data/ uncompressed " in line and f"{uncompressed:,} bytes)" in line

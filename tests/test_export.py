@@ -13,7 +13,8 @@ from pairzoo.hub_cards import export_model, push, verify_export
 from pairzoo.hub_cards.codegen import remote_code_files
 from pairzoo.registry import get_model_spec
 
-ALLOWED_IMPORT_ROOTS = {"torch", "transformers", "math", "typing", "dataclasses", "collections", "__future__"}
+# exported code imports torch, transformers and the standard library only
+ALLOWED_IMPORT_ROOTS = {"torch", "transformers", *sys.stdlib_module_names}
 
 RESULTS = [
     {"dataset": "synthetic", "split": "validation", "metrics": {"validation_spearman": 81.25, "validation_loss": 0.1}}

@@ -109,7 +109,7 @@ def test_a_pair_task_cross_encoder_scores_on_its_label_scale_without_a_condition
         outputs = model(**encode_conditional_inputs(tokenizer, PAIRS[0]["text"], PAIRS[0]["text_pair"]))
     score = scorer(PAIRS[0])["score"]
     torch.testing.assert_close(torch.tensor(score), outputs.scores[0], atol=ATOL, rtol=RTOL)
-    torch.testing.assert_close(torch.tensor(score), 5.0 * outputs.logits[0], atol=ATOL, rtol=RTOL)  # 0-5 scale
+    torch.testing.assert_close(torch.tensor(score), 5.0 * outputs.logits[0, 0], atol=ATOL, rtol=RTOL)  # 0-5 scale
     tokenizer_config = json.loads((folder / "tokenizer_config.json").read_text())
     assert tokenizer_config["model_input_names"] == ["input_ids", "attention_mask"]
 

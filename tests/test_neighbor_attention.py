@@ -6,9 +6,11 @@ import math
 import pytest
 import torch
 from model_harness import ROWS, ModelHarness, assert_close_after_reload
-from transformers import BertConfig, set_seed
+from transformers import AutoModel, AutoModelForMaskedLM, BertConfig, set_seed
 
 from pairzoo import NeighborAttentionConfig, create_model, load_tokenizer
+from pairzoo.backbones import TINY_ARCHITECTURES, tiny_backbone_config
+from pairzoo.modeling.encoders import project
 from pairzoo.modeling.modeling_neighbor_attention import (
     NeighborAttentionForSequenceClassification,
     encode_neighbor_attention_inputs,
@@ -120,7 +122,7 @@ def test_neighbor_attention_recomputed_token_by_token_from_the_modules_parameter
     tokenizer = load_tokenizer("tiny-bert")
     batch = encode(tokenizer, ROWS[:2])
     with torch.no_grad():
-        out = model(**batch, output_details=True)
+        out = model(**batch, output_internals=True)
         b = 0
         ids, valid = batch["input_ids"][b], batch["attention_mask"][b].bool()
         mask_position = int(batch["mask_positions"][b])
@@ -176,10 +178,10 @@ def test_neighbor_attention_recomputed_token_by_token_from_the_modules_parameter
                 ]
             hidden = new_hidden
         final = layers[2](hidden[valid][None])[0]  # right padding: the valid tokens are a prefix
-    torch.testing.assert_close(out.hidden_states[b][valid], final, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(out.last_hidden_state[b][valid], final, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(out.logits[b], model.classifier(final[mask_position]), rtol=1e-4, atol=1e-5)
     # one example alone, so the batch means equal this example's means
-    alone = model(**encode(tokenizer, ROWS[:1]), output_details=True)
+    alone = model(**encode(tokenizer, ROWS[:1]), output_internals=True)
     torch.testing.assert_close(alone.regularizer_n, torch.stack([r.mean() for r in reg_n]).mean(), atol=1e-5, rtol=0)
     torch.testing.assert_close(alone.regularizer_m, torch.stack([r.mean() for r in reg_m]).mean(), atol=1e-5, rtol=0)
 
@@ -191,7 +193,7 @@ def test_loss_is_cross_entropy_minus_weighted_regularisers(weights):
     batch = encode(load_tokenizer("tiny-bert"), ROWS)
     labels = torch.tensor([0, 2, 1])
     with torch.no_grad():
-        out = model(**batch, labels=labels, output_details=True)
+        out = model(**batch, labels=labels, output_internals=True)
     lambda_m, lambda_n = weights.get("lambda_m", 1.0), weights.get("lambda_n", 1.0)
     expected = (
         torch.nn.functional.cross_entropy(out.logits, labels)
@@ -207,7 +209,7 @@ def test_mask_regulariser_reaches_the_last_neighbor_layer_only_through_the_state
     """h^(l)_[MASK] of the last neighbor layer is computed before its K_b/V_b act, so the paper's L_m gives them no
     gradient; the state after the layer does."""
     model = _three_layer_model(mask_regularizer_state=mask_state, untouched_fraction=0.0).train()
-    model(**encode(load_tokenizer("tiny-bert"), ROWS), output_details=True).regularizer_m.backward()
+    model(**encode(load_tokenizer("tiny-bert"), ROWS), output_internals=True).regularizer_m.backward()
     last, first = model.neighbor_projections[1].key.weight.grad, model.neighbor_projections[0].key.weight.grad
     assert first is not None and first.abs().sum() > 0
     if mask_state == "layer_input":
@@ -242,7 +244,7 @@ def test_alpha_zero_gives_exactly_the_frozen_encoders_mask_state(backbone):
     model = create_model("neighbor-attention", backbone=backbone, **TINY, alpha=0.0).eval()
     batch = encode(load_tokenizer(backbone), ROWS)
     with torch.no_grad():
-        out = model(**batch, output_details=True)
+        out = model(**batch, output_internals=True)
         frozen = model.backbone(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
     expected = frozen.last_hidden_state[torch.arange(3), batch["mask_positions"]]
     torch.testing.assert_close(out.mask_hidden_state, expected, rtol=0, atol=0)
@@ -296,8 +298,8 @@ def test_batch_norm_head_recomputed_from_the_modules_running_statistics():
     _randomise_classifier_norm(model)
     batch = encode(load_tokenizer("tiny-bert"), ROWS)
     with torch.no_grad():
-        out = model(**batch, output_details=True)
-    mask_state = out.hidden_states[torch.arange(len(ROWS)), batch["mask_positions"]]
+        out = model(**batch, output_internals=True)
+    mask_state = out.last_hidden_state[torch.arange(len(ROWS)), batch["mask_positions"]]
     torch.testing.assert_close(out.mask_hidden_state, mask_state, rtol=0, atol=0)
     norm, head = model.classifier_norm, model.classifier
     standardised = (mask_state - norm.running_mean) / torch.sqrt(norm.running_var + norm.eps)
@@ -317,7 +319,7 @@ def test_batch_norm_head_in_training_uses_the_batch_statistics_and_one_example_t
     before_mean, before_var = norm.running_mean.clone(), norm.running_var.clone()
     batch = encode(load_tokenizer("tiny-bert"), ROWS)
     with torch.no_grad():
-        out = model(**batch, output_details=True)
+        out = model(**batch, output_internals=True)
     state = out.mask_hidden_state
     mean, var = state.mean(0), state.var(0, unbiased=False)
     expected = ((state - mean) / torch.sqrt(var + norm.eps) * norm.weight + norm.bias) @ head.weight.T + head.bias
@@ -329,7 +331,7 @@ def test_batch_norm_head_in_training_uses_the_batch_statistics_and_one_example_t
     kept_count = int(norm.num_batches_tracked)
     one = {k: v[:1] for k, v in batch.items()}
     with torch.no_grad():
-        single = model(**one, output_details=True)
+        single = model(**one, output_internals=True)
     standardised = (single.mask_hidden_state - kept_mean) / torch.sqrt(kept_var + norm.eps)
     expected = (standardised * norm.weight + norm.bias) @ head.weight.T + head.bias
     torch.testing.assert_close(single.logits, expected, rtol=1e-5, atol=1e-5)
@@ -349,7 +351,7 @@ def test_no_classifier_norm_is_the_papers_head_exactly():
     assert all(torch.equal(v, normed.state_dict()[k]) for k, v in plain.state_dict().items())
     batch = encode(load_tokenizer("tiny-bert"), ROWS)
     with torch.no_grad():
-        out = plain(**batch, output_details=True)
+        out = plain(**batch, output_internals=True)
         torch.testing.assert_close(explicit(**batch).logits, out.logits, rtol=0, atol=0)
         torch.testing.assert_close(plain.classifier(out.mask_hidden_state), out.logits, rtol=0, atol=0)
 
@@ -471,6 +473,12 @@ def test_bad_inputs_give_clear_errors():
     batch = encode(tokenizer, ROWS)
     with pytest.raises(ValueError, match="mask_positions"):
         model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+    with pytest.raises(ValueError, match=r"`mask_positions` has shape \(1,\); expected one position per row \(3\)"):
+        model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], mask_positions=torch.tensor([1]))
+    # a position outside the sequence is a value: refused where inputs enter (the collator), not on every forward
+    row = {"input_ids": batch["input_ids"][0].tolist(), "attention_mask": [1] * batch["input_ids"].shape[1]}
+    with pytest.raises(ValueError, match=r"`mask_positions` must lie in \[0, \d+\), got \[99\]"):
+        make_collator(model, tokenizer, 64)([{**row, "mask_positions": 99, "labels": 0}])
     with pytest.raises(ValueError, match="max_length"):
         encode(tokenizer, ROWS, max_length=12)
 
@@ -547,3 +555,283 @@ def test_official_esnli_highlights_are_read_as_keywords(tmp_path):
     (parsed,) = read_esnli_highlights(path)
     assert parsed["label"] == 1 and parsed["sentence2"] == "The sisters hug."
     assert parsed["keywords"] == {"embracing", "sisters"}  # "two" is a stop word
+
+
+# ---------------------------------------------------------------- every encoder architecture
+
+
+def _three_layer_model_on(name: str, **overrides) -> NeighborAttentionForSequenceClassification:
+    """A 3-layer tiny `name` encoder (every layer global attention) with neighbor attention in layers 0 and 1."""
+    set_seed(0)
+    backbone = tiny_backbone_config(name)
+    backbone.num_hidden_layers = 3
+    if getattr(backbone, "layer_types", None) is not None:
+        backbone.layer_types = ["full_attention"] * 3
+    settings = {**TINY, "neighbor_layers": [0, 1], "alpha": 0.5, **overrides}
+    return NeighborAttentionForSequenceClassification(NeighborAttentionConfig(backbone_config=backbone, **settings))
+
+
+def _naive_modernbert_layer(model, index, hidden, valid, neighbors, projections, alpha):
+    """Token-by-token ModernBERT (pre-LN, rotary) layer with neighbor attention, the module docstring's analogue:
+    h' = h + Wo((1 - alpha) ctx_s + alpha ctx_b), then h' + MLP(norm(h')); queries and keys rotated at their own
+    positions, the neighbour keys at the token's. `neighbors=None`: the frozen layer. Returns the layer output and
+    the per-token MHA used by the neighbour update."""
+    layer, config = model.backbone.layers[index], model.backbone.config
+    heads = config.num_attention_heads
+    size = config.hidden_size // heads
+    length = hidden.shape[0]
+    cos, sin = model.backbone.rotary_emb(hidden[None], torch.arange(length)[None], "full_attention")
+    norm = layer.attn_norm
+
+    def rotate(vector, position):
+        parts = vector.view(heads, size)
+        half = torch.cat([-parts[:, size // 2 :], parts[:, : size // 2]], dim=-1)
+        return (parts * cos[0, position] + half * sin[0, position]).flatten()
+
+    def qkv(vector):
+        return layer.attn.Wqkv(vector).view(3, -1)
+
+    def mha(query_vector, keys, values):
+        out = []
+        for head in range(heads):
+            cut = slice(head * size, (head + 1) * size)
+            weights = torch.softmax(torch.stack([query_vector[cut] @ k[cut] / math.sqrt(size) for k in keys]), 0)
+            out.append(sum(w * v[cut] for w, v in zip(weights, values)))
+        return torch.cat(out)
+
+    rows = []
+    for i in range(length):
+        query = rotate(qkv(norm(hidden[i]))[0], i)
+        context = mha(
+            query,
+            [rotate(qkv(norm(hidden[j]))[1], j) for j in range(length) if valid[j]],
+            [qkv(norm(hidden[j]))[2] for j in range(length) if valid[j]],
+        )
+        if neighbors is not None:
+            r = [norm(x) for x in [hidden[i], *neighbors[i]]]
+            context_b = mha(query, [rotate(projections.key(x), i) for x in r], [projections.value(x) for x in r])
+            context = (1 - alpha) * context + alpha * context_b
+        a = hidden[i] + layer.attn.Wo(context)
+        rows.append(a + layer.mlp(layer.mlp_norm(a)))
+
+    def update(i, m):  # m + Wo(MHA(Q norm(m), K_b norm(z_i), V_b norm(z_i))), everything at position i
+        z = [norm(x) for x in [hidden[i], hidden[mask_of_call[0]], *neighbors[i]]]
+        query = rotate(qkv(norm(m))[0], i)
+        keys = [rotate(projections.key(x), i) for x in z]
+        return m + layer.attn.Wo(mha(query, keys, [projections.value(x) for x in z]))
+
+    mask_of_call = []
+    return torch.stack(rows), update, mask_of_call
+
+
+def test_modernbert_neighbor_attention_recomputed_token_by_token_in_float64():
+    """The pre-LN analogue on ModernBERT (rotary positions, fused projections, bias-free norms), in float64: selection,
+    m_ij, both neighbor layers with the residual mix, the neighbour update m <- m + m', the frozen last layer and final
+    norm, the logits and both regularisers, one token at a time from the modules' parameters."""
+    model = _three_layer_model_on("tiny-modernbert").double().eval()
+    tokenizer = load_tokenizer("tiny-modernbert")
+    batch = encode(tokenizer, ROWS[:1])
+    with torch.no_grad():
+        out = model(**batch, output_internals=True)
+        ids, valid = batch["input_ids"][0], batch["attention_mask"][0].bool()
+        mask_position = int(batch["mask_positions"][0])
+        emb = model.backbone.embeddings
+        word = emb.tok_embeddings.weight
+        d = word.shape[1]
+        hidden = emb.norm(word[ids])
+        neighbors, expected_ids = [], []
+        for i in range(len(ids)):
+            scores = word @ hidden[i] / math.sqrt(d)
+            scores[ids[i]] = -math.inf
+            scores[tokenizer.pad_token_id] = -math.inf
+            top = torch.argsort(scores, descending=True)[: model.config.num_neighbors]
+            expected_ids.append(top)
+            own = emb.norm(word[ids[i]])  # no position enters ModernBERT's embeddings
+            row = []
+            for j in top:
+                delta = emb.norm(word[j]) - own
+                row.append(model.neighbor_layer_norm(model.neighbor_transform(delta) + delta + hidden[i]))
+            neighbors.append(row)
+        torch.testing.assert_close(out.neighbor_ids[0], torch.stack(expected_ids), rtol=0, atol=0)
+        context = [i for i in range(len(ids)) if valid[i] and i != mask_position]
+        cos = torch.nn.functional.cosine_similarity
+        reg_n, reg_m = [], []
+        for slot in range(2):
+            projections = model.neighbor_projections[slot]
+            new_hidden, update, mask_of_call = _naive_modernbert_layer(
+                model, slot, hidden, valid, neighbors, projections, model.config.alpha
+            )
+            reg_n.append(
+                torch.stack([torch.stack([cos(hidden[i], m, 0) for m in neighbors[i]]).mean() for i in context]).mean()
+            )
+            reg_m.append(torch.stack([cos(hidden[mask_position], neighbors[i][0], 0) for i in context]).mean())
+            if slot == 0:
+                mask_of_call.append(mask_position)
+                neighbors = [[update(i, m) for m in neighbors[i]] for i in range(len(ids))]
+            hidden = new_hidden
+        final = model.backbone.final_norm(_naive_modernbert_layer(model, 2, hidden, valid, None, None, 0.0)[0])
+    torch.testing.assert_close(out.last_hidden_state[0][valid], final[valid], rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(out.logits[0], model.classifier(final[mask_position]), rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(out.regularizer_n, torch.stack(reg_n).mean(), rtol=1e-9, atol=1e-9)
+    torch.testing.assert_close(out.regularizer_m, torch.stack(reg_m).mean(), rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("name", TINY_ARCHITECTURES)
+def test_every_architecture_trains_exactly_the_neighbor_parameters(name):
+    """Create, forward a prompt batch in training mode, backward: K_b, V_b, f_e, LN_e and the classifier get finite,
+    non-zero gradients, the encoder and the MLM head none; the [MASK] state decodes to vocabulary logits."""
+    model = create_model("neighbor-attention", backbone=name, **TINY).train()
+    batch = encode(load_tokenizer(name), ROWS[:2])
+    out = model(**batch, labels=torch.tensor([0, 2]), output_internals=True)
+    out.loss.backward()
+    trainable = {n for n, p in model.named_parameters() if p.requires_grad}
+    expected = {f"neighbor_projections.0.{m}.{p}" for m in ("key", "value") for p in ("weight", "bias")}
+    expected |= {
+        f"{m}.{p}" for m in ("neighbor_transform", "neighbor_layer_norm", "classifier") for p in ("weight", "bias")
+    }
+    assert trainable == expected
+    for n, p in model.named_parameters():
+        if n in trainable:
+            assert torch.isfinite(p.grad).all() and p.grad.abs().sum() > 0, n
+        else:
+            assert p.grad is None, n
+    with torch.no_grad():
+        logits = model.decode_mask_logits(out.mask_hidden_state)
+    assert logits.shape == (2, model.config.backbone_config.vocab_size) and torch.isfinite(logits).all()
+
+
+@pytest.mark.parametrize("name", TINY_ARCHITECTURES)
+def test_alpha_zero_and_all_tokens_untouched_give_the_frozen_encoder(name):
+    """alpha = 0 (evaluation) and untouched_fraction = 1 (training, dropout off) leave every layer the frozen layer:
+    the last hidden states, and with `output_hidden_states=True` the hidden states of every layer (transformers'
+    tuple: the embedding output, then each layer's), equal the encoder's own forward bit for bit."""
+    batch = encode(load_tokenizer(name), ROWS)
+    valid = batch["attention_mask"].bool()
+    for overrides, training in (({"alpha": 0.0}, False), ({"alpha": 0.5, "untouched_fraction": 1.0}, True)):
+        model = create_model("neighbor-attention", backbone=name, **TINY, **overrides).train(training)
+        for module in model.modules():
+            if isinstance(module, torch.nn.Dropout):
+                module.p = 0.0
+        with torch.no_grad():
+            out = model(**batch, output_internals=True, output_hidden_states=True)
+            frozen = model.backbone(
+                input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], output_hidden_states=True
+            )
+        torch.testing.assert_close(out.last_hidden_state[valid], frozen.last_hidden_state[valid], rtol=0, atol=0)
+        layers = model.config.backbone_config.num_hidden_layers
+        assert len(out.hidden_states) == len(frozen.hidden_states) == layers + 1
+        for ours, theirs in zip(out.hidden_states, frozen.hidden_states):
+            torch.testing.assert_close(ours[valid], theirs[valid], rtol=0, atol=0)
+
+
+def _embedding_at(backbone, token: int, position: int, padding: bool = False) -> torch.Tensor:
+    """The embedding layer's output for id `token` at 0-based position `position` of a right-padded row (token type
+    0), a padding position with `padding`, written out from each architecture's embedding parameters."""
+    kind, emb = backbone.config.model_type, backbone.embeddings
+    if kind == "modernbert":  # no position in the embeddings (rotary in the attention)
+        return emb.norm(emb.tok_embeddings.weight[token])
+    word = emb.word_embeddings.weight[token]
+    if kind == "deberta-v2":  # DeBERTa-v3's layout: no absolute positions, no token types; padding masked to 0
+        return emb.LayerNorm(word) * (not padding)
+    if kind in ("roberta", "xlm-roberta", "mpnet"):  # positions counted past the padding id, which padding gets
+        position = emb.padding_idx if padding else position + emb.padding_idx + 1
+    vector = word + emb.position_embeddings.weight[position]
+    if kind not in ("mpnet", "distilbert"):
+        vector = vector + emb.token_type_embeddings.weight[0]
+    vector = emb.LayerNorm(vector)
+    if kind == "albert":
+        return backbone.encoder.embedding_hidden_mapping_in(vector)
+    if getattr(backbone, "embeddings_project", None) is not None:  # ELECTRA-small
+        return backbone.embeddings_project(vector)
+    return vector
+
+
+@pytest.mark.parametrize("name", TINY_ARCHITECTURES)
+def test_neighbour_states_embed_each_neighbour_at_its_tokens_position(name):
+    """m_ij = LN_e(f_e(e_ij - e_i) + (e_ij - e_i) + h_i) with e_ij the embedding layer's output for neighbour j at
+    token i's position (each architecture's positions, token types and embedding projection), in training mode (no
+    dropout in e), also at padding positions (the input's own position ids there); the selection scores h W_e^T /
+    sqrt(d) read W_e in the hidden space (ELECTRA-small, ALBERT)."""
+    model = create_model("neighbor-attention", backbone=name, **TINY).double().train()
+    batch = encode(load_tokenizer(name), ROWS[:2])
+    ids, mask = batch["input_ids"], batch["attention_mask"]
+    generator = torch.Generator().manual_seed(0)
+    hidden = torch.randn(*ids.shape, model.config.backbone_config.hidden_size, generator=generator).double()
+    neighbor_ids = torch.randint(5, model.config.backbone_config.vocab_size, (*ids.shape, 3), generator=generator)
+    with torch.no_grad():
+        states = model.initial_neighbor_states(hidden, ids, neighbor_ids, attention_mask=mask)
+        selected = model.eval().select_neighbors(hidden, ids)
+        backbone = model.backbone
+        padded = int(mask[0].sum())
+        assert padded < ids.shape[1]  # the first row is padded
+        for b, i in ((0, 0), (0, 5), (1, int(mask[1].sum()) - 1), (0, padded)):
+            padding = not bool(mask[b, i])
+            own = _embedding_at(backbone, int(ids[b, i]), i, padding)
+            for j in range(3):
+                delta = _embedding_at(backbone, int(neighbor_ids[b, i, j]), i, padding) - own
+                expected = model.neighbor_layer_norm(model.neighbor_transform(delta) + delta + hidden[b, i])
+                torch.testing.assert_close(states[b, i, j], expected, rtol=1e-10, atol=1e-10)
+            word = backbone.get_input_embeddings().weight
+            projection = backbone.encoder.embedding_hidden_mapping_in if name == "tiny-albert" else None
+            projection = getattr(backbone, "embeddings_project", None) or projection
+            in_hidden = word if projection is None else projection(word)
+            scores = in_hidden @ hidden[b, i] / math.sqrt(hidden.shape[-1])
+            scores[ids[b, i]] = scores[backbone.get_input_embeddings().padding_idx] = -math.inf
+            assert selected[b, i].tolist() == torch.argsort(scores, descending=True)[:4].tolist()
+
+
+@pytest.mark.parametrize(
+    "name, changes",
+    [(name, {}) for name in TINY_ARCHITECTURES]
+    + [("tiny-bert", {"tie_word_embeddings": False}), ("tiny-deberta-v2", {"legacy": False})],
+)
+def test_from_backbone_uses_the_architectures_own_mlm_head_and_pretrained_keys_and_values(name, changes, tmp_path):
+    """On a saved masked LM of each architecture (also an untied decoder, and DeBERTa's non-legacy head):
+    `token_decoder="mlm_head"` is picked, the [MASK] decoder gives the masked LM's own logits from its encoder's
+    states, K_b/V_b start as the layer's pretrained key/value projections, and a save/load keeps the decoder."""
+    set_seed(0)
+    backbone = tiny_backbone_config(name)
+    for field, value in changes.items():
+        setattr(backbone, field, value)
+    mlm = AutoModelForMaskedLM.from_config(backbone).eval()
+    with torch.no_grad():  # non-zero output biases, so that a bias not loaded shows
+        for param in mlm.parameters():
+            param.add_(0.05 * torch.randn_like(param))
+    mlm.save_pretrained(tmp_path / "mlm")
+    model = NeighborAttentionForSequenceClassification.from_backbone(str(tmp_path / "mlm"), **TINY).eval()
+    assert model.config.token_decoder == "mlm_head" and not any(p.requires_grad for p in model.lm_head.parameters())
+    batch = encode(load_tokenizer(name), ROWS[:2])
+    rows = torch.arange(2)
+    inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
+    with torch.no_grad():
+        expected = mlm(**inputs).logits[rows, batch["mask_positions"]]
+        states = mlm.base_model(**inputs).last_hidden_state[rows, batch["mask_positions"]]
+        torch.testing.assert_close(model.decode_mask_logits(states), expected, rtol=1e-5, atol=1e-5)
+        probe = torch.randn(5, backbone.hidden_size)
+        for which in ("key", "value"):
+            mine = getattr(model.neighbor_projections[0], which)(probe)
+            torch.testing.assert_close(mine, project(model.backbone, 0, which, probe), rtol=1e-6, atol=1e-6)
+        model.save_pretrained(tmp_path / "model")
+        reloaded = NeighborAttentionForSequenceClassification.from_pretrained(tmp_path / "model").eval()
+        assert_close_after_reload(reloaded.decode_mask_logits(states), expected)
+
+
+@pytest.mark.parametrize("name", ["tiny-bert", "tiny-electra-small", "tiny-albert", "tiny-modernbert"])
+def test_from_backbone_without_mlm_head_decodes_through_the_input_embeddings(name, tmp_path):
+    """A checkpoint without MLM-head weights (a bare encoder, as sentence-embedding models and ELECTRA discriminators
+    are saved) decodes h W_e^T, with W_e mapped into the hidden space where the embeddings are narrower; asking for
+    its MLM head is a ValueError."""
+    set_seed(0)
+    AutoModel.from_config(tiny_backbone_config(name)).save_pretrained(tmp_path)
+    model = NeighborAttentionForSequenceClassification.from_backbone(str(tmp_path), **TINY)
+    assert model.config.token_decoder == "input_embeddings" and model.lm_head is None
+    states = torch.randn(3, model.config.backbone_config.hidden_size)
+    word = model.backbone.get_input_embeddings().weight
+    if name == "tiny-albert":
+        word = model.backbone.encoder.embedding_hidden_mapping_in(word)
+    elif name == "tiny-electra-small":
+        word = model.backbone.embeddings_project(word)
+    with torch.no_grad():
+        torch.testing.assert_close(model.decode_mask_logits(states), states @ word.T, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="no MLM-head weights"):
+        NeighborAttentionForSequenceClassification.from_backbone(str(tmp_path), token_decoder="mlm_head", **TINY)

@@ -89,8 +89,8 @@ def test_features_are_the_frozen_encoders_states_at_the_label_mask():
         inputs = encode_neighbor_attention_inputs(tokenizer, [texts[i][0]], [texts[i][1]], LABEL_WORDS, 64)
         lengths.append(inputs["input_ids"].shape[1])
         with torch.no_grad():
-            output = reference(**inputs, output_details=True)
-        hidden = output.hidden_states[0]
+            output = reference(**inputs, output_internals=True)
+        hidden = output.last_hidden_state[0]
         close = {"rtol": 1e-4, "atol": 1e-5}
         torch.testing.assert_close(torch.from_numpy(features["mask"][i]), output.mask_hidden_state[0], **close)
         torch.testing.assert_close(torch.from_numpy(features["mean"][i]), hidden.mean(0), **close)

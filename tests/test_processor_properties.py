@@ -107,7 +107,7 @@ def _check_layout(tokenizer, encoded: dict, condition: "list[str] | None", max_l
         sentence, cond = encoded["sentence_mask"], encoded["condition_mask"]
         assert not (sentence & cond).any() and torch.equal(sentence | cond, mask)
         for i, text in enumerate(condition):  # the condition is never truncated
-            expected = tokenizer(" " + text, add_special_tokens=False)["input_ids"] + [tokenizer.sep_token_id]
+            expected = tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.sep_token_id]
             assert ids[i][cond[i].bool()].tolist() == expected
 
 

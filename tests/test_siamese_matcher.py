@@ -13,18 +13,13 @@ from model_harness import ROWS, ModelHarness
 from transformers import set_seed
 
 from pairzoo import SiameseMatcherConfig, SiameseMatcherForSequenceClassification, create_model, load_tokenizer
+from pairzoo.backbones import TINY_ARCHITECTURES, tiny_backbone_config
 from pairzoo.configuration.configuration_siamese_matcher import HOST_DEFAULTS
-from pairzoo.modeling.modeling_siamese_matcher import (
-    DenseFeatureExtractor,
-    DiinEncoder,
-    DiinMatcher,
-    DrcnLayer,
-    FactorizationMachine,
-    FeatureAttention,
-    FeatureAttentionPair,
-    MultiPerspectiveMatching,
-    SelectiveFeatureAttention,
-)
+from pairzoo.modeling.siamese_bimpm import MultiPerspectiveMatching
+from pairzoo.modeling.siamese_blocks import FeatureAttention, FeatureAttentionPair, SelectiveFeatureAttention
+from pairzoo.modeling.siamese_cafe import FactorizationMachine
+from pairzoo.modeling.siamese_diin import DenseFeatureExtractor, DiinEncoder, DiinMatcher
+from pairzoo.modeling.siamese_drcn import DrcnLayer
 from pairzoo.pipelines.pipeline_conditional_similarity import encode_tri_inputs
 from pairzoo.training.collators import TriEncoderCollator, make_collator
 
@@ -383,6 +378,51 @@ def test_minilm_embeddings_initialise_the_word_embeddings_and_can_be_frozen():
     torch.testing.assert_close(model.embeddings.weight, reference, rtol=0, atol=0)
     with pytest.raises(ValueError, match="embedding_size"):
         create_model("siamese-matcher", backbone="minilm", embedding_size=100)
+
+
+@pytest.mark.parametrize("backbone", TINY_ARCHITECTURES)
+def test_every_architecture_trains_on_its_embedding_matrix_width(backbone):
+    """create -> forward on a sentence-pair batch -> backward: the word embeddings are as wide as the backbone's own
+    input embedding matrix (its factorised `embedding_size` on ALBERT and ELECTRA-small, narrower than its hidden
+    size), the host's first layers read that width, and every trainable parameter gets a finite gradient."""
+    from transformers import AutoModel
+
+    width = AutoModel.from_config(tiny_backbone_config(backbone)).get_input_embeddings().weight.shape[1]
+    set_seed(0)
+    model = create_model("siamese-matcher", backbone=backbone, feature_attention="sfa", **TINY_HOSTS["esim"]).train()
+    assert model.config.embedding_size == width and model.embeddings.weight.shape[1] == width
+    rows = ROWS[:2]
+    batch = encode_tri_inputs(load_tokenizer(backbone), [r["sentence1"] for r in rows], [r["sentence2"] for r in rows])
+    out = model(**batch, labels=torch.tensor([r["label"] for r in rows]))
+    assert out.logits.shape == (2, 1) and torch.isfinite(out.loss)
+    out.loss.backward()
+    grads = {name: p.grad for name, p in model.named_parameters() if p.requires_grad}
+    assert all(g is not None and torch.isfinite(g).all() for g in grads.values()), backbone
+    assert model.embeddings.weight.grad.any()
+
+
+@pytest.mark.parametrize("backbone", ["tiny-albert", "tiny-electra-small", "tiny-deberta-v2"])
+def test_embeddings_copied_from_a_saved_backbone_of_any_embedding_width(backbone, tmp_path):
+    """`from_backbone` copies the encoder's token-embedding matrix as it is, also where it is narrower than the
+    encoder (ALBERT and ELECTRA-small project it to the hidden size inside the encoder, which the matcher does not
+    use); the host then runs on that width."""
+    from transformers import AutoModel
+
+    set_seed(0)
+    encoder = AutoModel.from_config(tiny_backbone_config(backbone))
+    encoder.save_pretrained(tmp_path)
+    matrix = encoder.get_input_embeddings().weight
+    model = SiameseMatcherForSequenceClassification.from_backbone(str(tmp_path), **TINY_HOSTS["re2"])
+    torch.testing.assert_close(model.embeddings.weight, matrix, rtol=0, atol=0)
+    assert model.config.embedding_size == matrix.shape[1]
+    rows = ROWS[:2]
+    batch = encode_tri_inputs(load_tokenizer(backbone), [r["sentence1"] for r in rows], [r["sentence2"] for r in rows])
+    with torch.no_grad():
+        assert torch.isfinite(model.eval()(**batch).logits).all()
+    with pytest.raises(ValueError, match="embedding_size"):
+        SiameseMatcherForSequenceClassification.from_backbone(
+            str(tmp_path), **{**TINY_HOSTS["re2"], "embedding_size": model.config.backbone_config.hidden_size + 1}
+        )
 
 
 def test_tri_collator_rows_without_condition_train_the_model():

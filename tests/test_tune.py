@@ -44,7 +44,7 @@ def test_run_all_trains_the_grid_at_seed_0_then_the_chosen_setting_on_the_other_
     best = {arms[0]: (1e-4, 5), arms[1]: (2e-5, 2)}  # a grid whose best setting is known, per arm
     trained = []
 
-    def fake_train(run, runs_dir, env):
+    def fake_train(run, runs_dir, env, threads):
         setting = (run.setting["learning_rate"], run.setting["num_train_epochs"])
         score = 80.0 if setting == best[run.arm.label] else 70.0 + run.setting["num_train_epochs"]
         record = {
@@ -61,8 +61,8 @@ def test_run_all_trains_the_grid_at_seed_0_then_the_chosen_setting_on_the_other_
         return record
 
     monkeypatch.setattr(tune, "train", fake_train)
-    monkeypatch.setattr(tune, "environment", dict)
-    tune.run_all([comparison], ("absa-laptops",), arms, tmp_path)
+    monkeypatch.setattr(tune, "environment", lambda threads: {})
+    tune.run_all([comparison], ("absa-laptops",), arms, tmp_path, workers=2)  # finals start as selections complete
     for label in arms:
         select = [t for t in trained if t[0] == label and t[1] == "select"]
         final = [t for t in trained if t[0] == label and t[1] == "final"]
@@ -79,6 +79,22 @@ def test_run_all_trains_the_grid_at_seed_0_then_the_chosen_setting_on_the_other_
     assert rows[arms[1]]["values"] == {0: 80.0, 1: 81.0, 2: 82.0}
     assert rows[arms[1]]["verdict"] == "tie"  # identical values on both arms
     assert rows[arms[0]]["verdict"] is None  # the baseline has no verdict of its own
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--only", "nope", "--list"], "--only: unknown comparison(s) ['nope']; known: ['comateformer', "),
+        (["--only", "seaver-absa", "--arms", "esim"], "--arms: unknown arm(s) ['esim']; known: "),
+        (["--workers", "0"], "--workers must be an integer >= 1, got 0."),
+        (["--report"], "no run files under "),
+    ],
+)
+def test_bad_tune_input_prints_one_line_and_writes_nothing(tmp_path, argv, message, capsys) -> None:
+    assert tune.console_main(tune.main, "tune.py", [*argv, "--output_dir", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"tune.py: error: {message}") and err.count("\n") == 1
+    assert not any(tmp_path.iterdir())
 
 
 @pytest.mark.parametrize(

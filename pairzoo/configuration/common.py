@@ -95,7 +95,15 @@ def coerce_backbone_config(backbone_config: "PretrainedConfig | dict | None") ->
 
 # Learned-position encoders whose position ids start after the padding index (`padding_idx + 1`), so
 # `max_position_embeddings` counts `pad_token_id + 1` positions no token can use.
-_OFFSET_POSITION_TYPES = ("roberta", "xlm-roberta", "camembert", "data2vec-text", "xmod", "roberta-prelayernorm")
+_OFFSET_POSITION_TYPES = (
+    "roberta",
+    "xlm-roberta",
+    "camembert",
+    "data2vec-text",
+    "xmod",
+    "roberta-prelayernorm",
+    "mpnet",
+)
 
 
 def max_sequence_length(backbone_config: "PretrainedConfig | None") -> "int | None":

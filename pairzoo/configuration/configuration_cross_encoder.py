@@ -17,19 +17,19 @@ class CrossEncoderConfig(LabelledConfig):
 
     Args:
         backbone_config (`PretrainedConfig` or `dict`, *optional*, defaults to `None`):
-            Config of the encoder (BERT or RoBERTa family). Stored inside this config so that `from_pretrained(dir)`
-            rebuilds the whole model offline. Required to build a model.
+            Config of the encoder (BERT, RoBERTa, XLM-RoBERTa, DeBERTa-v2/v3, ELECTRA, MPNet, DistilBERT, ModernBERT
+            or ALBERT), stored inside this config so `from_pretrained(dir)` rebuilds the model offline. Required to
+            build a model.
         use_transform (`bool`, *optional*, defaults to `False`):
-            Insert the c-sts "transform" (dropout, Linear(d, d), the backbone's activation) before the head. The
+            Insert the c-sts "transform" (dropout, Linear(d, d), the backbone's activation) before the head; the
             reference scripts default to `False`.
         pooling (`str`, *optional*, defaults to `"cls"`):
-            Feature read by the head: `"cls"` (first token of the last layer, the paper's choice) or `"mean"`
-            (mean over non-padding tokens).
+            Feature read by the head: `"cls"` (first token, the paper's choice) or `"mean"` (mean over non-padding
+            tokens).
         classifier_dropout (`float`, *optional*, defaults to `None`):
-            Dropout of the transform; `None` uses the backbone's `hidden_dropout_prob`, as the reference code does.
+            Dropout of the transform; `None` uses the backbone's hidden dropout, as the reference code does.
         label_min (`float`, *optional*, defaults to 1.0):
-            Lowest label of the regression scale. Labels are mapped to [0, 1] by `(y - label_min) / (label_max -
-            label_min)` for the MSE loss and predictions are mapped back.
+            Lowest label of the regression scale; labels are mapped to [0, 1] for the MSE loss and predictions back.
         label_max (`float`, *optional*, defaults to 5.0):
             Highest label of the regression scale.
         num_labels (`int`, *optional*, defaults to 1):

@@ -15,65 +15,35 @@ class CsrConfig(LabelScaleConfig):
     Hyper-parameters of [`CsrModel`]: conditioned sentence embeddings compared by cosine similarity. With
     `use_router=True` (the method) the condition re-weights each sentence token's attention context in the router
     layers, `h_t = (1 + w_t) * h'_t`; with `use_router=False` the model is a C-STS tri-/bi-encoder baseline
-    (Deshpande et al. 2023).
-
-    Which tri-encoder to use, measured on the synthetic conditional task (MiniLM, `benchmarks/quality.py --profile
-    cpu-medium --only csr-tri csr-bi`: 2,000 rows, 1 epoch, dev Spearman, seeds 0-2; docs/results.md):
-
-    - the defaults (the paper's router as the only path by which the condition enters, `tri_head="none"`) collapse:
-      2.51 ± 1.13, against 63.63 ± 2.96 for the router-free tri-encoder with `tri_head="hadamard"`;
-    - `tri_head="hadamard"` with the router (the recommended cacheable configuration) matches that baseline:
-      63.41 ± 3.26 (last router layer only) and 63.03 ± 3.36 (`router_layers=[3, 4, 5]`);
-    - `router="reference"` reaches 89.90 ± 0.18, the bi-encoder's level (89.70 ± 0.22), because the sentence pass
-      attends to the condition's states from its first layer; it cannot use the cache path.
-
-    WN18RR link prediction tells the same story (`python -m pairzoo.train_kg`, SimKGC recipe, batch 256, lr 1e-4,
-    time-budgeted, dev MRR). Seeds 0-2 on one H100, 430 s a run (`benchmarks/results/gpu-kg-h100-430s`): the
-    hadamard tri-encoder 37.62 ± 0.25 without and 37.24 ± 0.37 with the router, the bi-encoder 42.44 ± 0.22. Seed 0
-    on one H200 (`benchmarks/results/gpu-kg-h200-330s` and `-200s`): the paper's router-only tri-encoder 22.14, the
-    hadamard tri-encoder 39.94 without and 39.76 with the router, the bi-encoder 44.69 (41.72 in a shorter run, 41.82
-    with the router), the reference router 40.22 (same shorter run).
+    (Deshpande et al. 2023). The defaults are the paper's tri-encoder, in which the router is the only path by which
+    the condition enters; how it compares with `tri_head="hadamard"`, `router="reference"` and the bi-encoder is
+    measured in docs/results.md.
 
     Args:
         backbone_config (`PretrainedConfig` or `dict`, *optional*, defaults to `None`):
-            Config of the encoder (BERT or RoBERTa family). Stored inside this config so that `from_pretrained(dir)`
-            rebuilds the whole model offline. Required to build a model.
+            Config of the encoder (any architecture of `pairzoo.modeling.encoders`), stored inside this config so
+            that `from_pretrained(dir)` rebuilds the whole model offline. Required to build a model.
         architecture (`str`, *optional*, defaults to `"tri"`):
             `"tri"`: sentence and condition are encoded separately by the shared encoder (cacheable).
-            `"bi"`: one pass over `[CLS] s SEP c SEP`, pooled over the sentence tokens.
+            `"bi"`: one pass over the tokenizer's pair encoding of (sentence, condition), pooled per `bi_pooling`.
         use_router (`bool`, *optional*, defaults to `True`):
             Apply the condition-specified router. `False` gives the tri-/bi-encoder baselines.
         router_layers (`list[int]`, *optional*, defaults to `None`):
-            0-based indices of the encoder layers that route; `None` means the last layer only, as the reference
-            code does (the paper's Fig. 4a sweeps the last 1-4 layers).
+            0-based indices of the encoder layers that route; `None`: the last layer only, as the reference code
+            does (the paper sweeps the last 1-4 layers).
         router (`str`, *optional*, defaults to `"key"`):
-            Score of the router. Tri-encoder: `"key"` scores `q_c . K_t / sqrt(d_k)`, `q_c` the last layer's query
-            projection of the condition's first token, `K_t` layer t's key projection of the sentence tokens;
-            `"hidden"` uses the hidden states themselves instead of the query/key projections; `"heavy"` adds new
-            trainable `W_q`, `W_k` (d x d) per router layer. Bi-encoder: `"key"` is the layer's own head-averaged
-            attention of the condition's first token on the sentence tokens, renormalised over them; `"hidden"` and
-            `"heavy"` score the condition token's hidden state (or `W_q` of it) against the sentence tokens'.
-            `"reference"` (tri-encoder only) follows the reference code instead of the paper (bigai-nlco/CSR,
-            `utils/sts/tri_encoder.py` `TriEncoderForClassification_.forward` with `utils/sts/modeling_router.py`
-            `RobertaSelfAttention.forward` / `RobertaAttention.get_router_score`, `router_type=3`): the condition is
-            encoded alone as in the paper, but then every layer of the sentence pass uses the condition's last-layer
-            hidden states as extra keys and values (projected by that layer's own key/value projections), the
-            sentence's position ids continue after the condition's tokens, and `w_t` is the head-averaged attention
-            probability of the sentence's own first token on each sentence token, taken from the softmax over the
-            condition and sentence keys together (not renormalised: a row sums to the first token's attention mass on
-            the sentence). There is no `q_c`. Differences from the reference code: the sentence keeps the tokenizer's
-            encoding (the reference prepends a separator, `</s> <s> s </s>`, so its first token and its `cls` pooling
-            read that separator), and the position offset is each condition's own token count (the reference offsets
-            by the condition batch's padded width, which makes an embedding depend on its batch). The sentence pass
-            depends on the condition from its first layer, so this router cannot use the cache path.
+            Router score. `"key"` (the paper's): tri-encoder `q_c . K_t / sqrt(d_k)` (the condition's first-token
+            query against layer t's sentence keys), bi-encoder the layer's head-averaged attention of the condition's
+            first token on the sentence tokens; `"hidden"` scores hidden states instead of projections; `"heavy"` adds
+            trainable `W_q`, `W_k` per router layer. `"reference"` (tri-encoder only, not cacheable; refused on
+            DeBERTa, MPNet and ModernBERT) follows bigai-nlco/CSR's code (`router_type=3`): every sentence layer also
+            attends to the condition's last-layer states, sentence positions continue after the condition's, and
+            `w_t` is the sentence's first token's attention; unlike that code, the sentence keeps the tokenizer's
+            encoding (no prepended separator) and the offset is each condition's length, not the batch's padded width.
         router_scale (`str`, *optional*, defaults to `"head"`):
-            `d_k` of the single-vector tri-encoder score: `"head"` (the attention head size, the scale of the
-            reference code's attention scores) or `"hidden"` (the full hidden size, the literal single-vector
-            reading). The bi-encoder `"key"` router and the `"reference"` router are attention probabilities and
-            always use the head size; `"hidden"` is rejected with `router="reference"`. Measured (MiniLM, synthetic,
-            `benchmarks/quality.py --profile cpu-medium --only csr-tri`, seeds 0-2, dev Spearman): `"hidden"` gives
-            2.51 ± 1.15 router-only and 63.38 ± 3.16 with the hadamard head, against 2.51 ± 1.13 and 63.41 ± 3.26
-            with `"head"`: the scale does not change what the router learns there.
+            `d_k` of the tri-encoder score: `"head"` (the head size, as the reference code scales attention) or
+            `"hidden"` (the hidden size, the paper's literal reading). Bi-encoder `"key"` and `"reference"` always use
+            the head size; `"hidden"` is rejected with `router="reference"`.
         weighting (`str`, *optional*, defaults to `"one_plus"`):
             `"one_plus"`: `(1 + w) * h'`; `"only"`: `w * h'`; `"random"`: `(1 + w) * h'` with `w` a softmax of
             Gaussian noise over the sentence tokens (ablation; not deterministic).
@@ -81,22 +51,15 @@ class CsrConfig(LabelScaleConfig):
             Sentence embedding: `"mean"` over the non-padding (bi: see `bi_pooling`) tokens of the last layer, or
             `"cls"`.
         bi_pooling (`str`, *optional*, defaults to `"sentence"`):
-            Tokens the bi-encoder pools (bi architecture only). `"sentence"`: the sentence span `[CLS] s SEP` of
-            `[CLS] s SEP c SEP`, without token types. `"all"`: the c-sts bi-encoder form (princeton-nlp/c-sts,
-            `utils/sts/dataset_preprocessing.py` encodes `tokenizer(sentence, condition)` and
-            `utils/sts/modeling_encoders.py` `BiEncoderForClassification` pools with `Pooler(attention_mask)`): every
-            non-padding token, sentence and condition, and token type 1 on the condition span `c SEP` when the
-            backbone has token types (`type_vocab_size >= 2`), so that for BERT-family tokenizers the input is the
-            tokenizer's pair encoding. The encoding is otherwise the same for training and inference
-            (`encode_bi_inputs`); it differs from the tokenizer's pair encoding in RoBERTa's single separator
-            between sentence and condition (the tokenizer writes `</s></s>`) and in truncating only the sentence.
-            c-sts's default `--pooler_type cls` is `pooling="cls"` here.
+            Bi-encoder tokens pooled (the input is the tokenizer's pair template, `<s> s </s></s> c </s>` on RoBERTa,
+            truncating only the sentence). `"sentence"`: the sentence span, no token types. `"all"` (the c-sts
+            bi-encoder): every token, with token type 1 on the condition where the backbone has token types.
         tri_head (`str`, *optional*, defaults to `"none"`):
             Condition fusion of the C-STS tri-encoder (tri architecture only): `"none"`, `"hadamard"` (the sentence
             embedding times a linear transform of the condition embedding) or `"concat"` (`[s; c]` through
             Linear(2d, d) and the backbone's activation).
         classifier_dropout (`float`, *optional*, defaults to `None`):
-            Dropout of the tri-encoder heads; `None` uses the backbone's `hidden_dropout_prob`.
+            Dropout of the tri-encoder heads; `None` uses the backbone's hidden dropout.
         label_min (`float`, *optional*, defaults to 1.0):
             Lowest label. The cosine similarity is trained with MSE against `(y - label_min) / (label_max -
             label_min)` and reported as `label_min + (label_max - label_min) * cosine`.

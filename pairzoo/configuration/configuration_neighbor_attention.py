@@ -23,78 +23,52 @@ class NeighborAttentionConfig(PairzooConfig):
     Hyper-parameters of [`NeighborAttentionForSequenceClassification`]: a frozen masked-language-model encoder reads
     `[CLS] [MASK]' Y1 or ... or Yp of [MASK] [SEP] [MASK]' x1 [SEP] [MASK]' x2 [SEP]`, its upper layers add neighbor
     attention (each token also attends to k vocabulary neighbours), and a linear head classifies the [MASK] state.
-
-    Options that depart from the paper (the defaults keep the paper's form):
-
-    - `classifier_norm="batch"`: a BatchNorm1d (affine, torch's default momentum and eps) standardises the [MASK]
-      state per feature before the dropout and the linear head. It trains in every `training_mode` (it belongs to
-      the head, like the classifier), and its running statistics are saved with the model and used at evaluation.
-      A one-example training batch (no per-feature variance) is normalised with the running statistics instead.
-      Why: on the bundled MiniLM, neighbor attention and BitFit (the same head) stay at SICK-E's majority class, and
-      the frozen encoder's [MASK] states are an ill-conditioned input for a linear head rather than an uninformative
-      one. Measured on the frozen MiniLM, SICK-E (all 4,439 training rows, dev), the [MASK] states of this prompt
-      (`python -m benchmarks.probe_mask --backbone minilm --dataset sick-e`): the states share a common component of
-      norm 11.8 and vary around it by 1.9 on average (mean pairwise cosine 0.973); a ridge probe on per-feature
-      standardised states reaches 73.5% dev accuracy (majority class 56.8%). The paper's head alone (dropout 0.1 +
-      linear; AdamW, weight decay 0.01, batch 16, 5 epochs) on the raw states stays at the majority class at lr 1e-3
-      (60.2 at lr 1e-2); on standardised states it reaches 68.5 at lr 1e-3 (60.4 at lr 1e-2). End to end at the
-      `cpu-medium` budget (2,000 rows, 1 epoch, lr 1e-3, seeds 0-2; one-off `pairzoo.train` runs): neighbor attention
-      with this option 61.41 / 61.41 / 56.77 and BitFit with it 58.18 / 58.99 / 61.21; without it both stayed at
-      56.77 on every seed of the committed runs, as did neighbor attention on seed 0 with the current code (full
-      fine-tuning: 62.83 on average).
+    The defaults are the paper's form; `classifier_norm="batch"` departs from it.
 
     Args:
         backbone_config (`PretrainedConfig` or `dict`, *optional*, defaults to `None`):
-            Config of the encoder (BERT or RoBERTa family). Stored inside this config so that `from_pretrained(dir)`
-            rebuilds the whole model offline. Required to build a model.
+            Config of the encoder (BERT, RoBERTa, XLM-RoBERTa, DeBERTa-v2/v3, ELECTRA, MPNet, DistilBERT, ModernBERT
+            or ALBERT), stored inside this config so `from_pretrained(dir)` rebuilds the model offline. Required to
+            build a model.
         training_mode (`str`, *optional*, defaults to `"neighbor"`):
-            `"neighbor"`: the paper's method, frozen encoder, only K_b, V_b, f_e, LN_e and the classifier train.
-            `"full"`: baseline, full fine-tuning of the [MASK] formulation (no neighbor attention).
-            `"bitfit"`: baseline, only the encoder's bias terms (and the classifier) train, no neighbor attention.
+            `"neighbor"`: the paper's method (frozen encoder; K_b, V_b, f_e, LN_e and the head train). Baselines
+            without neighbor attention: `"full"` fine-tunes the whole encoder, `"bitfit"` only its bias terms.
         neighbor_layers (`list[int]`, *optional*, defaults to `None`):
-            0-based encoder layers with neighbor attention (`"neighbor"` mode only). `None` takes the upper half
-            except the last layer (`default_neighbor_layers`: [3, 4] on the 6-layer MiniLM, 6-10 on BERT-base, [0] on
-            a 2-layer encoder). The last layer is always frozen and neighbor-free, so it may not be listed.
+            0-based layers with neighbor attention, never the last. `None`: the upper half except the last layer
+            (`default_neighbor_layers`; BERT-base's 6-10, the paper's).
         num_candidates (`int`, *optional*, defaults to 100):
             K, vocabulary candidates per token: the top-K of exp(W_e h_i^T / sqrt(d)).
         num_neighbors (`int`, *optional*, defaults to 10):
-            k <= K neighbours per token: sampled from the candidates in training (without replacement, proportionally
-            to exp(W_e h_i^T / sqrt(d)), by the Gumbel-top-k trick) and the top-k at evaluation.
+            k <= K neighbours per token: sampled from the candidates in proportion to that score in training
+            (Gumbel-top-k, without replacement), the top-k at evaluation.
         alpha (`float`, *optional*, defaults to 0.1):
-            Weight of the neighbor branch: h' = LN((1 - alpha) h_s + alpha h_b + h). 0 gives the frozen encoder.
+            Weight of the neighbor branch: h' = LN((1 - alpha) h_s + alpha h_b + h); 0 gives the frozen encoder.
         lambda_m (`float`, *optional*, defaults to 1.0):
-            Weight of the regulariser L_m (cosine between h_[MASK] and a sampled neighbour of each token); the
-            objective is CE - lambda_m L_m - lambda_n L_n, weighted 1 in the paper. 0 turns it off (plain NeiAttn).
+            Weight of the regulariser L_m in CE - lambda_m L_m - lambda_n L_n (1 in the paper, 0 turns it off).
         lambda_n (`float`, *optional*, defaults to 1.0):
-            Weight of the regulariser L_n (cosine between sg(h_i) and its neighbours), 1 in the paper. 0 turns it off.
+            Weight of the regulariser L_n (1 in the paper, 0 turns it off).
         mask_regularizer_state (`str`, *optional*, defaults to `"layer_input"`):
-            Which [MASK] state of neighbor layer l enters L_m. `"layer_input"`: h^(l)_[MASK], the layer's input, as
-            the paper writes it; the first neighbor layer's input comes from the frozen layers below, so its L_m term
-            trains nothing. `"layer_output"`: the [MASK] state after the layer (this implementation's earlier form),
-            which puts a gradient of L_m through every neighbor layer's K_b and V_b.
+            [MASK] state of a neighbor layer that enters L_m: its input (`"layer_input"`, the paper) or its output
+            (`"layer_output"`, which sends L_m's gradient through every neighbor layer's K_b and V_b).
         untouched_fraction (`float`, *optional*, defaults to 0.15):
-            Probability that a token skips neighbor attention (h_b replaced by h_s) in training (Appendix D). The
-            untouched tokens are drawn once per forward pass and skip every neighbor layer, as in the paper. Applied
-            in training only, like dropout, so evaluation is deterministic. 0 turns it off.
+            Probability that a token skips every neighbor layer in a training forward (paper Appendix D); 0 turns it
+            off.
         connecting_tokens (`bool`, *optional*, defaults to `True`):
             Put the connecting token [MASK]' (the tokenizer's mask token) before the label-word part and each sentence.
         label_words (`list[str]`, *optional*, defaults to `None`):
-            Words Y1..Yp written into the input, one per class at least (fewer is a ValueError). `None` uses the class
-            names of `id2label`, lower-cased with `_` read as a space (e.g. `not_entailment` -> `not entailment`).
+            Words Y1..Yp written into the input, at least one per class. `None` uses the class names of `id2label`,
+            lower-cased, `_` read as a space.
         prompt_format (`str`, *optional*, defaults to `"label_words"`):
-            `"label_words"`: the paper's input with label words. `"mask_only"`: the label-word-free ablation
-            `[CLS] [MASK]' [MASK] [SEP] [MASK]' x1 [SEP] [MASK]' x2 [SEP]`.
+            `"label_words"` (the paper's input) or `"mask_only"` (the ablation without label words).
         token_decoder (`str`, *optional*, defaults to `None`):
-            How the [MASK] state is decoded to tokens for the expressiveness evaluation (never used in the loss):
-            `"mlm_head"` (the backbone's MLM transform, tied input embeddings and output bias) or
-            `"input_embeddings"` (logits h W_e^T through the tied input-embedding matrix, for encoders saved without an
-            MLM head such as the bundled MiniLM). `None`: `from_backbone` picks `"mlm_head"` when the checkpoint has
-            MLM-head weights and `"input_embeddings"` otherwise; a randomly initialised model builds an MLM head.
+            How the expressiveness evaluation decodes the [MASK] state to tokens: `"mlm_head"` (the architecture's MLM
+            head) or `"input_embeddings"` (h W_e^T). `None`: `from_backbone` picks the MLM head where the checkpoint
+            has its weights.
         classifier_dropout (`float`, *optional*, defaults to `None`):
-            Dropout before the linear head; `None` uses the backbone's `hidden_dropout_prob`.
+            Dropout before the linear head; `None` uses the backbone's hidden dropout.
         classifier_norm (`str`, *optional*, defaults to `"none"`):
-            Normalisation of the [MASK] state before the dropout and the linear head. `"none"`: the paper's head.
-            `"batch"`: per-feature batch normalisation with learned scale and shift (see the options above).
+            `"none"`: the paper's head. `"batch"` (not in the paper): a BatchNorm1d standardises the [MASK] state per
+            feature before the head and trains with it in every `training_mode`.
         num_labels (`int`, *optional*, defaults to 2):
             Number of classes (at least 2; cross-entropy). `id2label` sets it too.
     """

@@ -23,42 +23,37 @@ class SeaverConfig(LabelledConfig):
 
     Args:
         backbone_config (`PretrainedConfig` or `dict`, *optional*, defaults to `None`):
-            Config of the encoder (BERT or RoBERTa family). Stored inside this config so that `from_pretrained(dir)`
-            rebuilds the whole model offline. Required to build a model.
+            Config of the encoder (BERT, RoBERTa, XLM-RoBERTa, DeBERTa-v2/v3, ELECTRA, MPNet, DistilBERT, ModernBERT
+            or ALBERT), stored inside this config so `from_pretrained(dir)` rebuilds the model offline. Required to
+            build a model.
         alpha (`float`, *optional*, defaults to 2.0):
-            Weight of the original last hidden state in `AO = RO + alpha * O`. 2.0 is the official code's fixed
-            value; the paper's best value depends on the backbone (0, 2 or 3). Must be >= 0.
+            Weight (>= 0) of the last hidden state in `AO = RO + alpha * O`: 2.0 is the official code's value, the
+            paper's best is 0, 2 or 3 depending on the backbone.
         reweight_heads (`list[int]`, *optional*, defaults to `None`):
-            Heads of the last layer whose attention is used (paper Table 5); `None` uses all heads. `W_o` maps
-            `len(reweight_heads) * hidden_size` to `hidden_size`. Indices must be distinct and below the backbone's
-            `num_attention_heads`.
+            Distinct heads of the last layer whose attention is used (paper Table 5); `None` uses all. `W_o` maps
+            `len(reweight_heads) * hidden_size` to `hidden_size`.
         detach_reweighting (`bool`, *optional*, defaults to `True`):
-            Stop gradients through `W_S`/`W_C` (the official code detaches them); `False` lets the loss also train the
-            last layer's queries and keys through the reweighting matrices.
+            Stop gradients through `W_S`/`W_C`, as the official code does; `False` also trains the last layer's
+            queries and keys through them.
         reweighting_source (`str`, *optional*, defaults to `"condition"`):
-            `"condition"` (the method: blocks between the sentence part and the condition part) or `"random"` (the
-            paper's Random-Augmentation ablation, Table 6: each example's non-padding tokens are split at a position
-            drawn uniformly at random, and the two off-diagonal blocks between the two random parts replace the
-            sentence/condition blocks; drawn from torch's global generator on every forward).
+            `"condition"` (the method) or `"random"` (the paper's Random-Augmentation ablation, Table 6: the blocks
+            between two parts of the input split at a random position, drawn on every forward).
         use_reweighting (`bool`, *optional*, defaults to `True`):
-            `False` drops the reweighting and `W_o`, giving exactly the cross-encoder baseline (same parameter names,
-            same outputs).
+            `False` drops the reweighting and `W_o`: exactly the cross-encoder baseline (same parameter names and
+            outputs).
         use_transform (`bool`, *optional*, defaults to `False`):
-            Insert the c-sts "transform" (dropout, Linear(d, d), the backbone's activation) before the head, as the
-            baseline does. The official SEAVER script trains with it (`TRANSFORM=True`); `False` keeps the baseline's
-            default so that `use_reweighting=False` with defaults equals the default baseline.
+            Insert the c-sts "transform" (dropout, Linear(d, d), the backbone's activation) before the head. The
+            official SEAVER script trains with it; `False` matches the baseline's default.
         pooling (`str`, *optional*, defaults to `"cls"`):
             Feature of `AO` read by the head: `"cls"` (first token), `"mean"` (mean over non-padding tokens) or
-            `"flatten"` (the official code: every position, zero beyond the sequence, flattened to
-            `flatten_length * hidden_size` features; needs `flatten_length`).
+            `"flatten"` (the official code: every position up to `flatten_length`, zero-padded, flattened).
         flatten_length (`int`, *optional*, defaults to `None`):
-            Fixed number of positions read by `pooling="flatten"` (the official code uses 128, its max length);
-            longer inputs are an error. Required with, and only with, `pooling="flatten"`.
+            Number of positions `pooling="flatten"` reads (the official code uses 128); required with it and only
+            with it; longer inputs are an error.
         classifier_dropout (`float`, *optional*, defaults to `None`):
-            Dropout of the transform; `None` uses the backbone's `hidden_dropout_prob`, as the reference code does.
+            Dropout of the transform; `None` uses the backbone's hidden dropout, as the reference code does.
         label_min (`float`, *optional*, defaults to 1.0):
-            Lowest label of the regression scale. Labels are mapped to [0, 1] by `(y - label_min) / (label_max -
-            label_min)` for the MSE loss and predictions are mapped back.
+            Lowest label of the regression scale; labels are mapped to [0, 1] for the MSE loss and predictions back.
         label_max (`float`, *optional*, defaults to 5.0):
             Highest label of the regression scale.
         num_labels (`int`, *optional*, defaults to 1):

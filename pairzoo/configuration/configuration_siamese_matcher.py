@@ -4,6 +4,8 @@ Text Matching")."""
 
 import math
 
+from transformers import PretrainedConfig
+
 from .common import (
     BACKBONE_SUB_CONFIG,
     LabelledConfig,
@@ -52,6 +54,13 @@ def reduced_width(width: int, ratio: float, field: str) -> int:
     return round(value)
 
 
+def input_embedding_width(backbone_config: PretrainedConfig) -> int:
+    """Width of a backbone's token-embedding matrix (`get_input_embeddings()`): its `embedding_size` where the
+    architecture factorises the embeddings (ALBERT, ELECTRA-small, DeBERTa-v2 when set; the encoder projects them to
+    `hidden_size` before its first layer), otherwise `hidden_size`."""
+    return getattr(backbone_config, "embedding_size", None) or backbone_config.hidden_size
+
+
 def _ratio(field: str, value: "float | int") -> "float | int":
     """A reduction ratio >= 1, kept an int when it is a whole number (so 3.0 is stored as 3)."""
     check_range(field, value, 1.0)
@@ -68,8 +77,8 @@ class SiameseMatcherConfig(LabelledConfig):
     Hyper-parameters of [`SiameseMatcherForSequenceClassification`]: a lightweight Siamese text matcher (`esim`,
     `re2`, `bimpm`, `cafe`, `diin` or `drcn`) on word embeddings, with an optional feature-attention block (`fa` or
     `sfa`) on both branches after the word-level interaction stage. There is no transformer encoder: the backbone only
-    provides the tokenizer and the initial word-embedding matrix (GloVe is not available offline, so MiniLM's input
-    embeddings replace it).
+    provides the tokenizer and the initial word-embedding matrix (GloVe is not available offline, so the backbone's
+    input embeddings replace it).
 
     Both blocks act on the token features that leave the interaction stage, D = `feature_attention_width()` wide:
     ESIM's projected local-inference features F([a; a~; a - a~; a * a~]) that enter the composition BiLSTM (D =
@@ -97,7 +106,7 @@ class SiameseMatcherConfig(LabelledConfig):
     Args:
         backbone_config (`PretrainedConfig` or `dict`, *optional*, defaults to `None`):
             Config of the backbone whose tokenizer and input embedding matrix the model uses (only `vocab_size` and
-            `hidden_size` are read, as defaults of `vocab_size` and `embedding_size`). Stored so that
+            the matrix's width are read, as defaults of `vocab_size` and `embedding_size`). Stored so that
             `from_pretrained(dir)` and the model card know the tokenizer family.
         matcher (`str`, *optional*, defaults to `"esim"`):
             Host network: `"esim"` (Chen et al. 2017), `"re2"` (Yang et al. 2019), `"bimpm"` (Wang et al. 2017),
@@ -114,36 +123,17 @@ class SiameseMatcherConfig(LabelledConfig):
             branches are 2 D / r1 wide) and the shared squeeze FC has 2 D / (r1 r2) units. `None`: the host's
             default.
         sfa_squeeze (`str`, *optional*, defaults to `"paper"`):
-            The squeeze s of SFA's eq. 6 over the stacked branches x^(1..N) (B, N, L, 2 D / r1): `"paper"` averages
-            and max-pools over branches and valid tokens together, s = mean_{n,l} x^(n)_l + max_{n,l} x^(n)_l (the
-            paper's eq. 6, and the reference code's pooling over the stacked tensor); `"branch_sum"` (this zoo's
-            earlier reading) sums the branches first, s = mean_l sum_n x^(n)_l + max_l sum_n x^(n)_l, which scales the
-            average by N and takes the maximum of sums instead of the maximum over branches.
+            The squeeze s of SFA's eq. 6 over the stacked branches x^(1..N): `"paper"` (eq. 6 and the reference
+            code), s = mean_{n,l} x^(n)_l + max_{n,l} x^(n)_l over branches and valid tokens together; `"branch_sum"`
+            sums the branches first, s = mean_l sum_n x^(n)_l + max_l sum_n x^(n)_l.
         feature_attention_residual (`bool` or `str`, *optional*, defaults to `False`):
-            Add the block's input to its output, u = x + block(x), for FA and SFA. `False` is the paper (the block
-            replaces its input). At initialisation SFA's output is a random projection of its GRU states, about 3x
-            smaller than its input and uncorrelated with it (DRCN on MiniLM embeddings), so without the skip
-            connection a host whose blocks sit in its main path (DRCN's two per branch) starts from features unrelated
-            to its interaction stage and gets about 20x smaller gradients at the embeddings; with it, the block starts
-            as a perturbation of the identity (padding positions carry x, as with no block). `"gated"`:
-            u = x + g block(x) with a learnable scalar g per block, zero at initialisation (ReZero, Bachlechner et
-            al. 2021), so the host starts exactly as without the blocks and training decides how much of them to let
-            in. On SICK-E (cpu-full runs: full split, 3 epochs, lr 1e-3, dev accuracy, seeds 0-2) DRCN reaches
-            82.09 ± 0.84, DRCN + SFA as printed 61.95 ± 0.84, with the plain skip connection 78.79 (seed 0; training
-            loss 0.71 against DRCN's 0.61 at 1.8 epochs) and gated 81.68 ± 1.81, within DRCN's seed spread; gated
-            ESIM + SFA 74.75 ± 0.35 (ESIM 72.46 ± 1.23) and RE2 + SFA 77.10 ± 0.31 (RE2 75.22 ± 0.82). The learned
-            gates stay small: |g| < 0.001 (DRCN, seed 0) and up to 0.01 (ESIM, RE2). Against the control with the
-            gates frozen at zero (`feature_attention_gate_trainable=False`, seeds 0-2), gated ESIM is +0.81 (control
-            73.94 ± 1.73: inside the spread, so its gain over ESIM is mostly the shifted initialisation) and gated
-            RE2 +2.42 (control 74.68 ± 0.51; per seed +3.03, +2.62, +1.62: the blocks' gain).
-            The model's `training_stats()` returns the gates and, per gate, the mean ||g block(x)|| / ||x|| of the
-            training forwards since the last call; `pairzoo.train` logs them and adds the last values to the run's
-            metrics (`train_stats/siamese/...`).
+            How an FA/SFA block's output u uses its input x. `False` (the paper): u = block(x); `True`: u = x +
+            block(x); `"gated"`: u = x + g block(x), g a learnable scalar per block, zero at initialisation (ReZero),
+            so the host starts as without the blocks; `pairzoo.train` logs the gates (`train_stats/siamese/...`).
         feature_attention_gate_trainable (`bool`, *optional*, defaults to `True`):
-            With `feature_attention_residual="gated"`: whether the gates learn. `False` keeps them at zero, so the
-            blocks add nothing and get no gradient: a control that is the host itself, trained from the same random
-            stream as the gated arm (building the blocks shifts the host's initialisation, as a new seed would).
-            Comparing the two at equal seeds separates what the blocks add from that shift.
+            With `feature_attention_residual="gated"`: whether the gates learn. `False` keeps them at zero: the host
+            itself drawn from the gated arm's random stream, a control that separates what the blocks add from the
+            initialisation shift their construction causes.
         max_sequence_length (`int`, *optional*, defaults to 128):
             L, the longest sentence (in tokens) the model is designed for; used only by the eq. 9 bottleneck check
             (the training CLI's default `--max_length` is 128). Not named `max_length`, which transformers reserves
@@ -154,8 +144,9 @@ class SiameseMatcherConfig(LabelledConfig):
             highway width and LSTM units; DIIN: highway width; DRCN: LSTM units per direction (the autoencoders
             compress to 2 `hidden_size`).
         embedding_size (`int`, *optional*, defaults to `None`):
-            Word-embedding width; `None` uses `backbone_config.hidden_size` (384 for MiniLM, whose input embedding
-            matrix then initialises the embeddings).
+            Word-embedding width; `None` uses the width of the backbone's input embedding matrix, which then
+            initialises the embeddings: `hidden_size` (384 for MiniLM), or `embedding_size` where the backbone
+            factorises its embeddings (128 for ALBERT and ELECTRA-small). The hosts' first layers read this width.
         vocab_size (`int`, *optional*, defaults to `None`):
             Vocabulary size; `None` uses `backbone_config.vocab_size` (30522 for MiniLM's WordPiece tokenizer).
         freeze_embeddings (`bool`, *optional*, defaults to `False`):
@@ -286,7 +277,7 @@ class SiameseMatcherConfig(LabelledConfig):
         fa_reduction = _ratio("fa_reduction", fa_reduction)
         sfa_reductions = [_ratio("sfa_reductions", value) for value in sfa_reductions]
         if embedding_size is None and backbone_config is not None:
-            embedding_size = backbone_config.hidden_size
+            embedding_size = input_embedding_width(backbone_config)
         if vocab_size is None and backbone_config is not None:
             vocab_size = backbone_config.vocab_size
         for field, value in (("embedding_size", embedding_size), ("vocab_size", vocab_size)):

@@ -1,11 +1,15 @@
 """Generate the self-contained remote-code files of a Hub export from the package sources.
 
-Shared code lives once in the package (`configuration/common.py`, `modeling/common.py`); an export needs each
-configuration and modeling file to stand alone, so this module inlines the shared module into a generated copy and
-rewrites package imports to the sibling-file imports remote code allows. Nothing is hand-copied.
+Shared code lives once in the package (`configuration/common.py`, `modeling/common.py`, `modeling/encoders.py`); an
+export needs each configuration and modeling file to stand alone, so this module inlines the shared modules into a
+generated copy and rewrites package imports to the sibling-file imports remote code allows. The other modules of its
+own package a modeling or pipeline file imports (`from .siamese_esim import ...`) are generated the same way and
+written beside it, as transformers loads a remote-code file's relative imports from the same folder. Nothing is
+hand-copied.
 """
 
 import ast
+import functools
 import inspect
 from pathlib import Path
 
@@ -32,48 +36,176 @@ def _body_without(source: str, drop: set[int]) -> str:
     return "\n".join(line for n, line in enumerate(lines, start=1) if n not in drop).strip("\n")
 
 
-def inline_module(path: Path, sibling_renames: dict[str, str]) -> str:
-    """Source of `path` with a shared module (`from .common import ...`, `from ..configuration.common import ...`)
-    inlined and relative package imports made sibling imports.
+SHARED_MODULES = ("common", "encoders")
 
-    `sibling_renames` maps a relative module as written (e.g. `..configuration.configuration_seaver`) to the sibling
-    module name it has in the export (e.g. `configuration_seaver`).
+
+def _shared_path(path: Path, node: ast.ImportFrom) -> "Path | None":
+    """File of the shared module a relative import names, or None when it names another module."""
+    if (node.module or "").split(".")[-1] not in SHARED_MODULES:
+        return None
+    return path.parents[node.level - 1].joinpath(*node.module.split(".")).with_suffix(".py")
+
+
+def _names_used(node: ast.AST) -> "set[str]":
+    """Every name `node` reads, including those inside string annotations such as `"torch.Tensor | None"`."""
+    names = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name):
+            names.add(sub.id)
+        elif isinstance(sub, ast.Constant) and isinstance(sub.value, str) and len(sub.value) < 200:
+            try:
+                expression = ast.parse(sub.value, mode="eval")
+            except SyntaxError:
+                continue
+            names.update(n.id for n in ast.walk(expression) if isinstance(n, ast.Name))
+    return names
+
+
+def _names_defined(node: ast.stmt) -> "set[str]":
+    """The module-level names a top-level statement binds (empty for a statement run for its effect)."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {node.name}
+    targets = (
+        node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+    )
+    return {n.id for target in targets for n in ast.walk(target) if isinstance(n, ast.Name)}
+
+
+def _bound_name(alias: ast.alias) -> str:
+    return alias.asname or alias.name.split(".")[0]
+
+
+class _Shared:
+    """The shared modules a file imports, in dependency order: their statements and imports."""
+
+    def __init__(self) -> None:
+        self.modules: dict[Path, list[ast.stmt]] = {}
+        self.imports: list[ast.stmt] = []
+        self.sources: dict[Path, str] = {}
+
+    def add(self, path: Path) -> None:
+        if path in self.modules:
+            return
+        source = path.read_text()
+        tree = ast.parse(source)
+        statements = []
+        for i, node in enumerate(tree.body):
+            if isinstance(node, ast.ImportFrom) and node.level > 0:
+                shared = _shared_path(path, node)
+                if shared is None:
+                    raise ValueError(
+                        f"{path} must import torch/transformers and shared modules only, not {node.module}."
+                    )
+                self.add(shared)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                self.imports.append(node)
+            elif not (i == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):
+                statements.append(node)
+        self.modules[path] = statements
+        self.sources[path] = source
+
+    def used_by(self, roots: "set[str]") -> "dict[Path, list[ast.stmt]]":
+        """The statements needed by code reading `roots`: their definitions, transitively, in source order."""
+        definitions: dict[str, list[ast.stmt]] = {}
+        for statements in self.modules.values():
+            for node in statements:
+                for name in _names_defined(node):
+                    definitions.setdefault(name, []).append(node)
+        kept: set[int] = set()
+        pending = set(roots)
+        for statements in self.modules.values():  # statements run for their effect are always kept
+            for node in statements:
+                if not _names_defined(node):
+                    kept.add(id(node))
+                    pending |= _names_used(node)
+        seen: set[str] = set()
+        while pending:
+            name = pending.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            for node in definitions.get(name, []):
+                if id(node) not in kept:
+                    kept.add(id(node))
+                    pending |= _names_used(node)
+        return {path: [n for n in nodes if id(n) in kept] for path, nodes in self.modules.items()}
+
+
+class _Imports:
+    """Header imports of a generated file, de-duplicated by the name each binds (not by their text)."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self._bound: set[str] = set()
+
+    def add(self, node: ast.stmt, wanted: "set[str] | None" = None) -> None:
+        """Add the import `node`, keeping only the names not bound yet (and, with `wanted`, only those in it)."""
+        names = [
+            alias
+            for alias in node.names
+            if _bound_name(alias) not in self._bound and (wanted is None or _bound_name(alias) in wanted)
+        ]
+        if not names:
+            return
+        self._bound.update(_bound_name(alias) for alias in names)
+        if isinstance(node, ast.ImportFrom):
+            node = ast.ImportFrom(module=node.module, names=names, level=node.level)
+        else:
+            node = ast.Import(names=names)
+        self.lines.append(ast.unparse(node))
+
+
+def _segment(source: str, node: ast.stmt) -> str:
+    """Source text of a top-level statement, decorators and comments directly above it included."""
+    lines = source.splitlines()
+    first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])]) - 1
+    while first > 0 and lines[first - 1].lstrip().startswith("#"):
+        first -= 1
+    return "\n".join(lines[first : node.end_lineno])
+
+
+def inline_module(path: Path, sibling_renames: dict[str, str]) -> str:
+    """Source of `path` with what it uses of the shared modules it imports (`from .common import ...`, `from
+    .encoders import ...`, `from ..configuration.common import ...`) inlined, and relative package imports made
+    sibling imports.
+
+    Only the shared definitions the file reads (directly or through other shared definitions) are inlined, in their
+    source order, with the imports they need; imports are de-duplicated by the name they bind. `sibling_renames`
+    maps a relative module as written (e.g. `..configuration.configuration_seaver`) to the sibling module name it has
+    in the export (e.g. `configuration_seaver`).
     """
     source = path.read_text()
     tree = ast.parse(source)
-    drop, imports = _import_and_docstring_lines(tree)
+    drop, nodes = _import_and_docstring_lines(tree)
     docstring = ast.get_docstring(tree)
-    header_imports: list[str] = []
-    inlined: list[str] = []
-
-    def add_import(statement: str) -> None:
-        if statement not in header_imports:
-            header_imports.append(statement)
-
-    for node in imports:
+    imports = _Imports()
+    shared = _Shared()
+    for node in nodes:
         if isinstance(node, ast.ImportFrom) and node.level > 0:
             written = "." * node.level + (node.module or "")
-            names = ", ".join(a.name + (f" as {a.asname}" if a.asname else "") for a in node.names)
-            if (node.module or "").split(".")[-1] == "common":
-                common_path = path.parents[node.level - 1].joinpath(*node.module.split(".")).with_suffix(".py")
-                common_source = common_path.read_text()
-                common_drop, common_imports = _import_and_docstring_lines(ast.parse(common_source))
-                for common_node in common_imports:
-                    if isinstance(common_node, ast.ImportFrom) and common_node.level > 0:
-                        raise ValueError(f"{common_path} must import torch/transformers only, not {written}.")
-                    add_import(ast.unparse(common_node))
-                inlined.append(
-                    f"# ---- inlined from pairzoo/{common_path.parent.name}/common.py ----\n"
-                    + _body_without(common_source, common_drop)
-                    + f"\n# ---- end of pairzoo/{common_path.parent.name}/common.py ----"
-                )
+            shared_path = _shared_path(path, node)
+            if shared_path is not None:
+                shared.add(shared_path)
             elif written in sibling_renames:
-                add_import(f"from .{sibling_renames[written]} import {names}")
+                imports.add(ast.ImportFrom(module=sibling_renames[written], names=node.names, level=1))
             else:
                 raise ValueError(f"{path.name}: relative import {written!r} cannot be exported.")
         else:
-            add_import(ast.unparse(node))
-    parts = [GENERATED_HEADER + (f'"""{docstring}"""' if docstring else ""), "\n".join(header_imports)]
+            imports.add(node)
+    body = [node for node in tree.body if node not in nodes and node.lineno not in drop]
+    kept = shared.used_by(set().union(*(_names_used(node) for node in body)) if body else set())
+    used = set().union(set(), *(_names_used(node) for nodes_ in kept.values() for node in nodes_))
+    for node in shared.imports:
+        imports.add(node, wanted=used)
+    inlined = []
+    for shared_path, statements in kept.items():
+        if statements:
+            where = f"pairzoo/{shared_path.parent.name}/{shared_path.name}"
+            text = "\n\n\n".join(_segment(shared.sources[shared_path], node) for node in statements)
+            inlined.append(
+                f"# ---- inlined from {where} (the parts used here) ----\n{text}\n# ---- end of {where} ----"
+            )
+    parts = [GENERATED_HEADER + (f'"""{docstring}"""' if docstring else ""), "\n".join(imports.lines)]
     parts += inlined
     parts.append(_body_without(source, drop))
     code = "\n\n\n".join(p for p in parts if p) + "\n"
@@ -87,27 +219,54 @@ def _sibling_modules(path: Path) -> list[str]:
     return [
         node.module
         for node in tree.body
-        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module and node.module != "common"
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module and node.module not in SHARED_MODULES
     ]
+
+
+def code_files(config_path: Path, model_path: Path, pipeline_paths: "list[Path]") -> dict[str, str]:
+    """`{filename: source}` of an export's remote code: the configuration file, the modeling file and each of the
+    pipeline files, with every sibling module they import from their own package (`from .name import ...`, shared
+    modules excepted), recursively. Each file is generated by `inline_module`: the shared modules it uses inlined,
+    its configuration import and sibling imports made sibling-file imports; a sibling stays its own file (one copy,
+    however many files import it), so an export keeps the package's file layout.
+
+    Two different source files with the same file name (a modeling sibling and a pipeline module, say) would
+    overwrite each other in the export folder: a ValueError naming both."""
+    config_module = config_path.stem
+    renames = {f"..configuration.{config_module}": config_module}
+    files = {config_path.name: inline_module(config_path, {})}
+    sources = {config_path.name: config_path}
+    pending = [model_path, *pipeline_paths]
+    while pending:
+        path = pending.pop(0)
+        if path.name in sources:
+            if sources[path.name] != path:
+                raise ValueError(f"{path} and {sources[path.name]} would both be exported as {path.name}.")
+            continue
+        siblings = _sibling_modules(path)
+        sources[path.name] = path
+        files[path.name] = inline_module(path, {**renames, **{f".{name}": name for name in siblings}})
+        pending += [path.with_name(f"{name}.py") for name in siblings]
+    return files
 
 
 def remote_code_files(config_class: type, model_class: type, *pipeline_classes: "type | None") -> dict[str, str]:
     """`{filename: source}` of the configuration and modeling files a Hub export of this model needs, and of the
-    files of `pipeline_classes` (None entries are skipped) with the sibling pipeline modules they import."""
+    files of `pipeline_classes` (None entries are skipped), with the sibling modules each imports (`code_files`).
+
+    Generated once per set of classes while the package's source files are unchanged (a new dict each call)."""
+    package = Path(__file__).resolve().parents[1]
+    stamp = tuple(sorted((str(path), path.stat().st_mtime_ns) for path in package.rglob("*.py")))
+    return dict(_generate(config_class, model_class, tuple(c for c in pipeline_classes if c is not None), stamp))
+
+
+@functools.cache
+def _generate(
+    config_class: type, model_class: type, pipeline_classes: "tuple[type, ...]", stamp: tuple
+) -> "tuple[tuple[str, str], ...]":
+    """The files of `remote_code_files`; `stamp` (the package's source files and their modification times) keys
+    the cache."""
     config_path = Path(inspect.getsourcefile(config_class))
     model_path = Path(inspect.getsourcefile(model_class))
-    config_module = config_path.stem
-    renames = {f"..configuration.{config_module}": config_module}
-    files = {
-        config_path.name: inline_module(config_path, {}),
-        model_path.name: inline_module(model_path, renames),
-    }
-    pending = [Path(inspect.getsourcefile(c)) for c in pipeline_classes if c is not None]
-    while pending:
-        path = pending.pop(0)
-        if path.name in files:
-            continue
-        siblings = _sibling_modules(path)
-        files[path.name] = inline_module(path, {f".{name}": name for name in siblings})
-        pending += [path.with_name(f"{name}.py") for name in siblings]
-    return files
+    pipeline_paths = [Path(inspect.getsourcefile(c)) for c in pipeline_classes]
+    return tuple(code_files(config_path, model_path, pipeline_paths).items())

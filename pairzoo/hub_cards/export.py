@@ -29,7 +29,7 @@ from ..modeling.common import non_finite_tensors
 from ..pipelines import PIPELINES, ConditionalSimilarityPipeline, PairSimilarityPipeline
 from ..registry import ModelSpec, spec_for_model
 from .codegen import remote_code_files
-from .sentence_transformers_files import EMBEDDERS, write_sentence_transformers_files
+from .sentence_transformers_files import write_sentence_transformers_files
 
 WEIGHTS_FILE = "model.safetensors"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
@@ -87,15 +87,6 @@ DATA_TERMS = {
 }
 # The licence of pairzoo's code: a card's licence when no training data is recorded.
 CODE_LICENSE = "apache-2.0"
-# Short, complete card titles per family (the registry summaries are long and hold formulas).
-CARD_TITLES = {
-    "cross-encoder": "C-STS cross-encoder",
-    "seaver": "SEAVER (attention reweighting)",
-    "csr": "CSR (condition-specified routers)",
-    "comateformer": "Comateformer (combined attention)",
-    "siamese-matcher": "Siamese matcher with feature attention",
-    "neighbor-attention": "Neighbor attention on a frozen encoder",
-}
 _EXAMPLE = {
     "sentence1": "Two women in red jackets are walking in a park.",
     "sentence2": "Two men in blue coats are running on a beach.",
@@ -114,62 +105,6 @@ SENTENCE_BERT_CITATION = """@inproceedings{reimers2019sentencebert,
                International Joint Conference on Natural Language Processing (EMNLP-IJCNLP)},
   year = {2019}
 }"""
-# The host networks of the Siamese matcher (`SiameseMatcherConfig.matcher`), cited beside the SFA paper.
-HOST_CITATIONS = {
-    "esim": """@inproceedings{chen2017esim,
-  title = {Enhanced {LSTM} for Natural Language Inference},
-  author = {Chen, Qian and Zhu, Xiaodan and Ling, Zhen-Hua and Wei, Si and Jiang, Hui and Inkpen, Diana},
-  booktitle = {Proceedings of the 55th Annual Meeting of the Association for Computational Linguistics},
-  year = {2017}
-}""",
-    "re2": """@inproceedings{yang2019re2,
-  title = {Simple and Effective Text Matching with Richer Alignment Features},
-  author = {Yang, Runqi and Zhang, Jianhai and Gao, Xing and Ji, Feng and Chen, Haiqing},
-  booktitle = {Proceedings of the 57th Annual Meeting of the Association for Computational Linguistics},
-  year = {2019}
-}""",
-    "bimpm": """@inproceedings{wang2017bimpm,
-  title = {Bilateral Multi-Perspective Matching for Natural Language Sentences},
-  author = {Wang, Zhiguo and Hamza, Wael and Florian, Radu},
-  booktitle = {Proceedings of the Twenty-Sixth International Joint Conference on Artificial Intelligence},
-  year = {2017}
-}""",
-    "cafe": """@inproceedings{tay2018cafe,
-  title = {Compare, Compress and Propagate: Enhancing Neural Architectures with Alignment Factorization for Natural
-           Language Inference},
-  author = {Tay, Yi and Tuan, Luu Anh and Hui, Siu Cheung},
-  booktitle = {Proceedings of the 2018 Conference on Empirical Methods in Natural Language Processing},
-  year = {2018}
-}""",
-    "diin": """@inproceedings{gong2018diin,
-  title = {Natural Language Inference over Interaction Space},
-  author = {Gong, Yichen and Luo, Heng and Zhang, Jian},
-  booktitle = {International Conference on Learning Representations},
-  year = {2018}
-}""",
-    "drcn": """@inproceedings{kim2019drcn,
-  title = {Semantic Sentence Matching with Densely-Connected Recurrent and Co-Attentive Information},
-  author = {Kim, Seonhoon and Kang, Inho and Kwak, Nojun},
-  booktitle = {Proceedings of the AAAI Conference on Artificial Intelligence},
-  year = {2019}
-}""",
-}
-# One sentence per family on what it cannot do, from how it is built (the card adds the data and label-scale ones).
-FAMILY_LIMITATIONS = {
-    "cross-encoder": "Scores each input jointly in one encoder pass: nothing can be cached, so scoring one sentence "
-    "against N others costs N forward passes.",
-    "seaver": "Needs a condition for every pair (it reweights attention between the sentences and the condition), so "
-    "it does not score plain sentence pairs; one joint encoder pass per input, nothing cached.",
-    "csr": "Needs a condition and two sentences for every input and predicts a cosine similarity only, no classes.",
-    "comateformer": "Reads a sentence pair without a condition; heads of its first layers use combined attention "
-    "instead of (`integration='paper'`) or blended with (`'mix'`) the pretrained softmax attention, so the encoder "
-    "differs from the pretrained one there.",
-    "siamese-matcher": "Has no pretrained transformer: each sentence is encoded alone by recurrent/attention layers "
-    "over word embeddings taken from the backbone's input embedding matrix (no GloVe); it reads a sentence pair "
-    "without a condition.",
-    "neighbor-attention": "Classification only (no regression); the encoder is frozen and the label words are part "
-    "of the input, so the label set is fixed when it is trained.",
-}
 
 
 _EVAL_RESULT_KEYS = ("dataset", "split", "metrics")
@@ -294,7 +229,7 @@ def hub_pipeline_tag(spec: ModelSpec, num_labels: int) -> "str | None":
     `sentence-similarity` would invite comparing sentences without one."""
     if num_labels > 1:
         return "text-classification"
-    return None if spec.name in EMBEDDERS else "text-ranking"
+    return None if spec.embeds_sentences else "text-ranking"
 
 
 def card_data_sets(eval_results: "list[dict]", training: "dict | None") -> "list[str]":
@@ -381,7 +316,7 @@ def score_range(spec: ModelSpec, config) -> "tuple[str, str]":
     low, high = config.label_min, config.label_max
     span = high - low
     scale = f"{_number(low)}-{_number(high)}"
-    if spec.name in EMBEDDERS:
+    if spec.embeds_sentences:
         bottom = _number(low - span)
         formula = f"{_number(low)} + {_number(span)} * cosine"
         return (
@@ -478,16 +413,16 @@ def render_model_card(
         limitations.append(
             f"Predicts one of its {config.num_labels} training classes ({', '.join(labels)}), whatever the input."
         )
-    limitations.append(FAMILY_LIMITATIONS[spec.name])
+    limitations.append(spec.limitation)
     _, _, licence_notes = data_terms(card_data_sets(eval_results, training))
-    host = getattr(config, "matcher", None)  # the Siamese matcher's host network
+    host = getattr(config, spec.host_option, None) if spec.host_option else None  # a host network, cited too
     location = str(repo_id) if repo_id else os.fspath(folder)
     template = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent), keep_trailing_newline=True)
     template.filters["pystr"] = _python_string
     template.filters["pyjson"] = _python_value
     return template.get_template("model_card_template.md").render(
         metadata_yaml=data.to_yaml() + "\n",
-        title=f"{CARD_TITLES.get(spec.name, spec.name)}: {trained_task.replace('-', ' ')} on {base}",
+        title=f"{spec.card_title or spec.name}: {trained_task.replace('-', ' ')} on {base}",
         summary=spec.summary,
         method=spec.name,
         paper=spec.paper,
@@ -523,7 +458,7 @@ def render_model_card(
         versions=versions or framework_versions(),
         citation=spec.citation,
         host=host,
-        host_citation=HOST_CITATIONS.get(host),
+        host_citation=spec.host_citations.get(host),
         backbone_citation=SENTENCE_BERT_CITATION if data.base_model == HUB_BACKBONES["minilm"] else None,
     )
 

@@ -187,7 +187,8 @@ def load_peers(path: Path) -> "dict | None":
     return peers
 
 
-def _described(r: dict) -> str:
+def described(r: dict) -> str:
+    """An arm's row of `summarise` in words: its label, mean (± std over seeds) and seed count."""
     n = len(r["values"])
     return (
         f"{r['arm']} ({r['mean']:.2f} ± {r['std']:.2f}, {n} seeds)"
@@ -202,8 +203,8 @@ def verdict(row: dict, baseline: dict) -> str:
     the spread, or a single-seed difference whose spread is unknown."""
     where = f"On {row['dataset']} ({row['metric']}, comparison {row['comparison']})"
     if row["baseline"]:
-        return f"{where}, this configuration is the baseline: {_described(row)}."
-    this, base = _described(row), f"its baseline {_described(baseline)}"
+        return f"{where}, this configuration is the baseline: {described(row)}."
+    this, base = described(row), f"its baseline {described(baseline)}"
     if row["beyond_spread"] is None:
         return f"{where}, {this} differs from {base} by {row['delta']:+.2f}; with a single seed the spread is unknown."
     if not row["beyond_spread"]:
@@ -242,87 +243,6 @@ def comparison_arms(rows: list[dict], every_row: list[dict]) -> list[dict]:
     return tables
 
 
-# The neighbor-attention paper's claim, checked on the benchmark's arms.
-NEIGHBOR_ATTENTION_CLAIM = "better than BitFit and within 3 points of full fine-tuning"
-
-
-def neighbor_attention_findings(every_row: list[dict], results_dir: Path, backbone: "str | None") -> list[str]:
-    """A check of the neighbor-attention paper's claim (with ~5% of the parameters trained, better than BitFit
-    and within 3 points of full fine-tuning) on each data set of the `neighbor-attention` comparison, on the plain and
-    on the task-adapted backbone: the best arm of each training mode by dev mean among the mode's arms with the most
-    seeds (a choice on dev, as the paper's sweep; an arm run on fewer seeds cannot outrank one run on all of them),
-    where all three modes ran. Then, where `benchmarks/probe_mask.py` left
-    `probe_mask_<backbone>_<dataset>.json` in `results_dir`, what the frozen backbone's [MASK] states hold: the
-    measurements behind the diagnosis."""
-    best: dict = {}  # (data set, adapted, training mode) -> the row with the most seeds, then the highest dev mean
-    for r in every_row:
-        if r["main"] and r["comparison"] == "neighbor-attention":
-            key = (r["dataset"], r["adapted"], r["config_overrides"].get("training_mode"))
-            rank = (len(r["values"]), r["mean"])
-            if key not in best or rank > (len(best[key]["values"]), best[key]["mean"]):
-                best[key] = r
-    findings = []
-    for dataset in dict.fromkeys(key[0] for key in best):
-        for adapted, where in (
-            (False, "the plain backbone"),
-            (True, "the task-adapted backbone (`pairzoo.adapt_mlm`)"),
-        ):
-            method, bitfit, full = (best.get((dataset, adapted, mode)) for mode in ("neighbor", "bitfit", "full"))
-            if method is None or bitfit is None or full is None:
-                continue
-            holds = method["mean"] > bitfit["mean"] and full["mean"] - method["mean"] <= 3
-            findings.append(
-                f"On {dataset} ({method['metric']}), {where}: the best neighbor-attention arm on dev, "
-                f"{_described(method)}, is {method['mean'] - bitfit['mean']:+.2f} against the best BitFit arm, "
-                f"{_described(bitfit)}, and {method['mean'] - full['mean']:+.2f} against full fine-tuning, "
-                f"{_described(full)}: the paper's claim ({NEIGHBOR_ATTENTION_CLAIM}) "
-                f"{'holds' if holds else 'does not hold'} here."
-            )
-        probe_path = results_dir / f"probe_mask_{backbone}_{dataset}.json"
-        if probe_path.is_file():
-            findings.append(_probe_finding(probe_path))
-    if findings and backbone == "minilm":
-        findings.append(
-            "The recall@20 columns decode the [MASK] state (`token_decoder`) through the input-embedding matrix on "
-            "the plain backbone (all-MiniLM-L6-v2 ships no MLM head) and through the MLM head `pairzoo.adapt_mlm` "
-            "trained on the task-adapted one."
-        )
-    return findings
-
-
-def _probe_finding(path: Path) -> str:
-    """One sentence from a `benchmarks/probe_mask.py` file: how far the frozen [MASK] states move between inputs and
-    what a linear probe and the method's head alone read from them."""
-    probe = json.loads(path.read_text())
-    features = probe["features"]
-    mask, mean, cls = features["mask"], features["mean"], features["cls"]
-    heads = "; ".join(
-        f"lr {h['learning_rate']:g}, {'standardised' if h['standardised'] else 'raw'} input: {h['accuracy']:.2f}"
-        for h in probe.get("head", [])
-    )
-    source = "task-adapted" if probe["adapted"] else "as shipped"
-    why = (
-        f"Why, measured on the frozen {probe['backbone']} encoder ({source}; `benchmarks/probe_mask.py`, "
-        f"`{path.name}`, {probe['train_rows']} train and {probe['validation_rows']} dev rows of {probe['dataset']}): "
-        f"the label [MASK] states of different inputs have a mean pairwise cosine of "
-        f"{mask['mean_pairwise_cosine']:.3f} (mean-pooled states: {mean['mean_pairwise_cosine']:.3f}); a ridge probe "
-        f"on them reaches {mask['accuracy']:.2f} dev accuracy (mean pooling {mean['accuracy']:.2f}, [CLS] "
-        f"{cls['accuracy']:.2f}, majority class {probe['majority_accuracy']:.2f})"
-    )
-    if heads:
-        why += f"; the method's head alone on them, {probe['head'][0]['epochs']} epochs: {heads}"
-    if probe["backbone"] == "minilm" and not probe["adapted"]:
-        why += (
-            ". all-MiniLM-L6-v2 is a sentence-embedding model never trained to predict at [MASK], so with the encoder "
-            "frozen the label has to come from the neighbour branch and the head"
-        )
-    return why + "."
-
-
-# Per family: findings computed from the benchmark rows beside the baseline comparison (see `baseline_comparison`).
-FAMILY_FINDINGS = {"neighbor-attention": neighbor_attention_findings}
-
-
 def baseline_comparison(
     results_dir: Path,
     model: str,
@@ -337,7 +257,7 @@ def baseline_comparison(
     metric: `{"profile", "backbone", "peers", "rows", "arms", "findings"}`, one row per (comparison, data set) with
     both arms' mean, std and seed count, the delta and `verdict`; `arms`, every arm of those comparisons and data sets
     on every reported metric (`comparison_arms`); `findings`, sentences the family computes from those rows
-    (`FAMILY_FINDINGS`; none for most). None when no arm describes the model.
+    (its `ModelSpec.findings`; none for most). None when no arm describes the model.
 
     `peers_path` (a file like `../shared/reference/peers_minilm.json`): with the file present and the runs on
     `minilm`, each row gets the sentence-transformers CrossEncoder's mean ± std for its data set and metric (None
@@ -376,7 +296,7 @@ def baseline_comparison(
         )
     if not table:
         return None
-    findings = FAMILY_FINDINGS.get(model)
+    findings = get_model_spec(model).findings
     return {
         "profile": rows[0]["profile"],
         "backbone": rows[0]["backbone"],
@@ -450,7 +370,7 @@ __all__ = [
     "PEERS_PATH",
     "baseline_comparison",
     "comparison_arms",
-    "neighbor_attention_findings",
+    "described",
     "eval_results_for",
     "load_peers",
     "load_runs",

@@ -9,10 +9,10 @@
   a `CrossEncoder`: a folder holds one sentence-transformers model (`modules.json`), and CSR's is the embedder.
 
 The input module (`sentence_transformers_modules.py`, generated from the package file of that name) encodes inputs
-with the pipelines' own encoders, so the token ids are pairzoo's for every input format (RoBERTa's pair template,
-whose `</s></s>` pairzoo's `cross` encoding lacks, is never used). Conditions: a model trained with a
-condition takes it as the last text of each input (`(sentence1, sentence2, condition)`; `(sentence1, condition)` for
-conditional classification) or once for all inputs as `prompt=`.
+with the pipelines' own encoders, so the token ids are pairzoo's for every input format (which follow the tokenizer's
+own pair template: `<s> a </s></s> b </s>` on RoBERTa). Conditions: a model trained with a condition takes it as the
+last text of each input (`(sentence1, sentence2, condition)`; `(sentence1, condition)` for conditional
+classification) or once for all inputs as `prompt=`.
 
 `modules.json` and `config_sentence_transformers.json` are sentence-transformers' own formats;
 `sentence_bert_config.json` sets the module's `transformer_task` (the Auto class of the pipeline: `AutoModel` or
@@ -36,8 +36,6 @@ MODULE_SOURCE = Path(__file__).with_name("sentence_transformers_modules.py")
 MODULE_FILE = MODULE_SOURCE.name
 # The sentence-transformers release the input modules are written against (its `base.modules.Transformer`).
 REQUIREMENTS = {"sentence-transformers": ">=6.2"}
-# Families whose models embed sentences (loaded as `SentenceTransformer`); the others score pairs (`CrossEncoder`).
-EMBEDDERS = ("csr",)
 IDENTITY = "torch.nn.modules.linear.Identity"
 _TRANSFORMER_TASKS = {
     "AutoModel": "feature-extraction",
@@ -50,7 +48,7 @@ def input_fields(model: PreTrainedModel, task: "str | None" = None) -> "list[str
     task), in order; a trailing `condition` may be given as `prompt=` instead."""
     spec = spec_for_model(model)
     task = task or spec.task
-    if spec.name in EMBEDDERS:
+    if spec.embeds_sentences:
         return ["sentence", "condition"]
     if pipeline_task_for(task) == PairSimilarityPipeline.task_name:
         return ["text", "text_pair"]
@@ -66,7 +64,7 @@ def sentence_transformers_files(model: PreTrainedModel, task: "str | None" = Non
     pipeline files it imports."""
     spec = spec_for_model(model)
     _, pipeline_task = spec.entry_points(task)
-    embedder = spec.name in EMBEDDERS
+    embedder = spec.embeds_sentences
     module_config = {
         "transformer_task": _TRANSFORMER_TASKS[PIPELINES[pipeline_task][1]],
         "pipeline_task": pipeline_task,

@@ -82,10 +82,14 @@ class PairzooInputModule(Transformer):
         )
 
     def preprocess(self, inputs: list, prompt: "str | None" = None, max_length: "int | None" = None, **kwargs) -> dict:
-        """Encode a batch of inputs (tuples of `input_fields` texts; `prompt`: the condition of every input)."""
+        """Encode a batch of inputs (tuples of `input_fields` texts; `prompt`: the condition of every input), with the
+        model's value checks on the CPU tensors (`check_inputs`: token ids within the model's vocabulary), as in the
+        pipelines."""
         if not inputs:
             return {}
-        return dict(self.encode_texts(self._columns(list(inputs), prompt), max_length=max_length))
+        features = dict(self.encode_texts(self._columns(list(inputs), prompt), max_length=max_length))
+        self.model.check_inputs(features)
+        return features
 
     def model_outputs(self, features: dict) -> object:
         """The wrapped model's outputs on the encoded inputs of `features`."""

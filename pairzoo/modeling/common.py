@@ -1,8 +1,10 @@
 """Building blocks shared by pairzoo models: the pretrained-backbone base class, pooling and the C-STS head.
 
-Hub exports inline this module into each exported modeling file, so it imports torch and transformers only.
+Hub exports inline this module into each exported modeling file, so it imports torch, transformers and the standard
+library only.
 """
 
+import os
 from dataclasses import dataclass
 
 import torch
@@ -18,6 +20,8 @@ from transformers.utils import (
     ModelOutput,
     cached_file,
 )
+
+from .encoders import hidden_activation, hidden_dropout
 
 # `from_pretrained` keyword arguments that say where a checkpoint's files are.
 _HUB_KWARGS = ("cache_dir", "local_files_only", "token", "revision", "subfolder")
@@ -43,20 +47,61 @@ def pool_hidden_states(hidden_states: torch.Tensor, attention_mask: torch.Tensor
     raise ValueError(f"Unknown pooling {pooling!r}.")
 
 
+# Set to 1 to run `check_input_values` on every forward pass (debugging: it reads tensor values, a host-device
+# synchronisation per step on an accelerator).
+CHECK_INPUTS_VARIABLE = "PAIRZOO_CHECK_INPUTS"
+
+
+def input_vocab_size(config) -> "int | None":
+    """The vocabulary size token ids are checked against: the config's own `vocab_size`, else its backbone's."""
+    backbone_config = getattr(config, "backbone_config", None)
+    return getattr(config, "vocab_size", None) or getattr(backbone_config, "vocab_size", None)
+
+
+def check_input_values(inputs: dict, vocab_size: "int | None", num_labels: int = 1) -> None:
+    """Reject model inputs whose values are bad with a `ValueError` naming the field: token ids outside
+    [0, `vocab_size`) in any `input_ids*` (an `IndexError` deep in the embedding otherwise), `mask_positions` outside
+    the sequence, NaN or infinite regression `labels` (`num_labels == 1`; a NaN loss otherwise), class `labels`
+    outside [0, `num_labels`).
+
+    These checks read tensor values, so they run where inputs enter, on CPU tensors: the collators
+    (`pairzoo.training.collators`) and the pipelines. A model's forward runs them only when the environment variable
+    `PAIRZOO_CHECK_INPUTS` is 1 (`check_forward_inputs`). `vocab_size` None skips the token-id check.
+    """
+    length = None
+    for name, ids in inputs.items():
+        if not name.startswith("input_ids") or not isinstance(ids, torch.Tensor) or not ids.numel():
+            continue
+        if vocab_size and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
+            raise ValueError(f"`{name}` holds token ids outside [0, {vocab_size}) (the vocabulary size).")
+        length = ids.shape[-1] if name == "input_ids" else length
+    positions = inputs.get("mask_positions")
+    if isinstance(positions, torch.Tensor) and length is not None:
+        if bool(((positions < 0) | (positions >= length)).any()):
+            raise ValueError(f"`mask_positions` must lie in [0, {length}), got {positions.view(-1).tolist()}.")
+    labels = inputs.get("labels")
+    if not isinstance(labels, torch.Tensor) or not labels.numel():
+        return
+    if num_labels == 1:
+        if labels.is_floating_point() and not bool(torch.isfinite(labels).all()):
+            raise ValueError("`labels` contains NaN or infinite values.")
+    elif int(labels.min()) < 0 or int(labels.max()) >= num_labels:
+        raise ValueError(f"`labels` must be class indices in [0, {num_labels}), got {labels.tolist()}.")
+
+
 def check_forward_inputs(module: nn.Module, args: tuple, kwargs: dict) -> None:
     """Reject malformed model inputs with a `ValueError` naming the field, before they fail deep inside the encoder
-    (an `IndexError` on out-of-range ids, a silently broadcast label batch, a NaN loss from NaN labels).
+    (a silently broadcast label batch, say), with checks that read no tensor value, so no host-device
+    synchronisation: every `input_ids*` tensor must be integer and 2-D, its `attention_mask*` of the same shape, and
+    `labels` and `mask_positions` one per row. With the environment variable `PAIRZOO_CHECK_INPUTS=1`, also the
+    model's value checks (`PairzooPreTrainedModel.check_inputs`, which otherwise run where inputs enter: collators
+    and pipelines).
 
-    Checks every `input_ids*` tensor (integer dtype, 2-D, ids within the vocabulary) against its `attention_mask*`
-    (same shape) and `labels` (one per row; finite for regression, class indices in [0, num_labels) otherwise).
     Registered as a forward pre-hook by `PairzooPreTrainedModel.post_init`.
     """
     inputs = dict(kwargs)
     if args and isinstance(args[0], torch.Tensor):
         inputs.setdefault("input_ids", args[0])
-    config = module.config
-    backbone_config = getattr(config, "backbone_config", None)
-    vocab = getattr(config, "vocab_size", None) or getattr(backbone_config, "vocab_size", None)
     batch_size = None
     for name, ids in inputs.items():
         if not name.startswith("input_ids") or not isinstance(ids, torch.Tensor):
@@ -65,23 +110,22 @@ def check_forward_inputs(module: nn.Module, args: tuple, kwargs: dict) -> None:
             raise ValueError(f"`{name}` must hold integer token ids, got dtype {ids.dtype}.")
         if ids.dim() != 2:
             raise ValueError(f"`{name}` must be (batch_size, sequence_length), got shape {tuple(ids.shape)}.")
-        if vocab and ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab):
-            raise ValueError(f"`{name}` holds token ids outside [0, {vocab}) (the vocabulary size).")
         mask_name = "attention_mask" + name[len("input_ids") :]
         mask = inputs.get(mask_name)
         if isinstance(mask, torch.Tensor) and mask.shape != ids.shape:
             raise ValueError(f"`{mask_name}` has shape {tuple(mask.shape)} but `{name}` has {tuple(ids.shape)}.")
         batch_size = ids.shape[0] if batch_size is None else batch_size
     labels = inputs.get("labels")
-    if not isinstance(labels, torch.Tensor) or batch_size is None:
-        return
-    if labels.dim() == 0 or labels.shape[0] != batch_size:
-        raise ValueError(f"`labels` has shape {tuple(labels.shape)}; expected one label per row ({batch_size}).")
-    if getattr(config, "num_labels", 1) == 1:
-        if labels.is_floating_point() and not bool(torch.isfinite(labels).all()):
-            raise ValueError("`labels` contains NaN or infinite values.")
-    elif int(labels.min()) < 0 or int(labels.max()) >= config.num_labels:
-        raise ValueError(f"`labels` must be class indices in [0, {config.num_labels}), got {labels.tolist()}.")
+    if isinstance(labels, torch.Tensor) and batch_size is not None:
+        if labels.dim() == 0 or labels.shape[0] != batch_size:
+            raise ValueError(f"`labels` has shape {tuple(labels.shape)}; expected one label per row ({batch_size}).")
+    positions = inputs.get("mask_positions")
+    if isinstance(positions, torch.Tensor) and batch_size is not None and positions.numel() != batch_size:
+        raise ValueError(
+            f"`mask_positions` has shape {tuple(positions.shape)}; expected one position per row ({batch_size})."
+        )
+    if os.environ.get(CHECK_INPUTS_VARIABLE) == "1":
+        module.check_inputs(inputs)
 
 
 def non_finite_tensors(tensors: "dict[str, torch.Tensor]") -> "list[str]":
@@ -114,6 +158,15 @@ class PairzooPreTrainedModel(PreTrainedModel):
     Parameters the method adds are initialised by `_init_weights` (normal with the backbone's `initializer_range`,
     zero biases, unit LayerNorms); the backbone keeps its own initialisation, and `from_backbone` then overwrites it
     with pretrained weights, so no new parameter is ever left uninitialised.
+
+    The forward of every pairzoo model follows one API: it is decorated with transformers' `can_return_tuple`, so
+    `return_dict=False` (the argument, else `config.return_dict`) returns `output.to_tuple()`; it takes its inputs,
+    `labels`, `output_hidden_states` / `output_attentions` where its encoder can return them (`hidden_states` is
+    always transformers' tuple of per-layer states) and `output_internals` (also return the method's own internals),
+    and nothing else: an unknown keyword is Python's TypeError naming it. Regression logits are `(batch_size, 1)`,
+    as in transformers' sequence classifiers, beside `scores` `(batch_size,)` on the label scale. Input checks that
+    read no tensor value run on every forward (`check_forward_inputs`); value checks (`check_inputs`) run where
+    inputs enter.
     """
 
     base_model_prefix = "backbone"
@@ -122,12 +175,21 @@ class PairzooPreTrainedModel(PreTrainedModel):
     _supports_flash_attn = True
     _supports_flex_attn = True
     _supports_attention_backend = True
+    # every loss is a batch mean: the Trainer must not pass `num_items_in_batch`, and scales it for accumulation
+    accepts_loss_kwargs = False
 
     def __init__(self, config, *inputs, **kwargs) -> None:
         # a field set on the config after its construction gets the constructor's checks before anything is built
         revalidate = getattr(config, "revalidate", None)
         if revalidate is not None:
+            # the checks build a config on this same `backbone_config`, which resets the attention and experts
+            # implementations transformers set on it from `attn_implementation=` (it is a sub-config): keep them
+            backbone_config = getattr(config, "backbone_config", None)
+            names = ("_attn_implementation_internal", "_experts_implementation_internal")
+            kept = {name: getattr(backbone_config, name) for name in names if hasattr(backbone_config, name)}
             revalidate()
+            for name, value in kept.items():
+                setattr(backbone_config, name, value)
         super().__init__(config, *inputs, **kwargs)
 
     @classmethod
@@ -193,6 +255,13 @@ class PairzooPreTrainedModel(PreTrainedModel):
         super().post_init()
         self.register_forward_pre_hook(check_forward_inputs, with_kwargs=True)
 
+    def check_inputs(self, inputs: dict) -> None:
+        """The value checks of `check_input_values` on model inputs `inputs` (keyword -> tensor) against this model's
+        vocabulary and labels: what the pipelines run on their CPU tensors before a forward pass (the collators run
+        `check_input_values` itself), and the forward pass only with `PAIRZOO_CHECK_INPUTS=1`. A method with inputs
+        of its own extends it."""
+        check_input_values(inputs, input_vocab_size(self.config), getattr(self.config, "num_labels", 1))
+
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
         std = getattr(self.config.backbone_config, "initializer_range", 0.02)
@@ -204,18 +273,24 @@ class PairzooPreTrainedModel(PreTrainedModel):
             init.normal_(module.weight, mean=0.0, std=std)
         elif isinstance(module, nn.LayerNorm):
             init.ones_(module.weight)
-            init.zeros_(module.bias)
+            if module.bias is not None:  # e.g. ModernBERT's norms have none
+                init.zeros_(module.bias)
 
     @classmethod
-    def from_backbone(cls, name_or_path: str, **method_kwargs) -> "PairzooPreTrainedModel":
+    def from_backbone(
+        cls, name_or_path: str, attn_implementation: "str | dict | None" = None, **method_kwargs
+    ) -> "PairzooPreTrainedModel":
         """Build the method on a pretrained encoder (local folder or Hub id); `method_kwargs` go to the config.
 
         The backbone never keeps BERT's pooler; when the checkpoint has trained pooler weights, they are handed to
         `init_head_from_pooler`, so a first-token head can start where `BertForSequenceClassification` starts. A
         backbone that does not load (no weights, no or a broken config.json, offline) is a ValueError naming it.
+        `attn_implementation` (as in `from_pretrained`; None: transformers' default) is the attention implementation
+        of the method and of its encoder; transformers refuses an unknown one before reading the weights.
         """
+        attention = {} if attn_implementation is None else {"attn_implementation": attn_implementation}
         try:
-            pretrained, loading_info = AutoModel.from_pretrained(name_or_path, output_loading_info=True)
+            pretrained, loading_info = AutoModel.from_pretrained(name_or_path, output_loading_info=True, **attention)
         except OSError as err:
             reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
             message = f"`backbone` {str(name_or_path)!r} does not load as a pretrained encoder: {reason}."
@@ -223,12 +298,13 @@ class PairzooPreTrainedModel(PreTrainedModel):
         pooler = getattr(pretrained, "pooler", None)
         if pooler is not None and any(key.startswith("pooler.") for key in loading_info["missing_keys"]):
             pooler = None  # the checkpoint has no trained pooler: nothing worth copying
-        config = cls.config_class(backbone_config=pretrained.config, **method_kwargs)
+        config = cls.config_class(backbone_config=pretrained.config, **method_kwargs, **attention)
         model = cls(config)
         state = {key: value for key, value in pretrained.state_dict().items() if not key.startswith("pooler.")}
         model.backbone.load_state_dict(state, strict=True)
-        if pooler is not None:
-            model.init_head_from_pooler(pooler.dense)
+        dense = pooler if isinstance(pooler, nn.Linear) else getattr(pooler, "dense", None)  # ALBERT: a bare Linear
+        if isinstance(dense, nn.Linear):
+            model.init_head_from_pooler(dense)
         model.config.backbone_config.name_or_path = str(name_or_path)
         return model
 
@@ -245,10 +321,11 @@ class ConditionalSimilarityOutput(ModelOutput):
     Args:
         loss (`torch.FloatTensor` of shape `()`, *optional*, returned when `labels` is given):
             MSE on labels scaled to [0, 1] (regression) or cross-entropy (classification).
-        logits (`torch.FloatTensor` of shape `(batch_size,)` or `(batch_size, num_labels)`):
-            Regression: the prediction on the [0, 1] scale. Classification: unnormalised class scores.
+        logits (`torch.FloatTensor` of shape `(batch_size, num_labels)`):
+            Regression (`num_labels == 1`): the prediction on the [0, 1] scale. Classification: unnormalised class
+            scores.
         scores (`torch.FloatTensor` of shape `(batch_size,)`, *optional*, regression only):
-            The prediction mapped back to the label scale, `label_min + (label_max - label_min) * logits`.
+            The prediction mapped back to the label scale, `label_min + (label_max - label_min) * logits[:, 0]`.
         hidden_states (`tuple(torch.FloatTensor)`, *optional*):
             Backbone hidden states, each `(batch_size, sequence_length, hidden_size)`, when asked for.
         attentions (`tuple(torch.FloatTensor)`, *optional*):
@@ -270,13 +347,14 @@ class ConditionalSimilarityHead(nn.Module):
         super().__init__()
         backbone = config.backbone_config
         hidden = backbone.hidden_size
-        dropout = config.classifier_dropout if config.classifier_dropout is not None else backbone.hidden_dropout_prob
+        backbone_dropout = hidden_dropout(backbone)
+        dropout = config.classifier_dropout if config.classifier_dropout is not None else backbone_dropout
         self.transform = (
-            nn.Sequential(nn.Dropout(dropout), nn.Linear(hidden, hidden), ACT2FN[backbone.hidden_act])
+            nn.Sequential(nn.Dropout(dropout), nn.Linear(hidden, hidden), ACT2FN[hidden_activation(backbone)])
             if config.use_transform
             else None
         )
-        self.dropout = nn.Dropout(backbone.hidden_dropout_prob)
+        self.dropout = nn.Dropout(backbone_dropout)
         self.classifier = nn.Linear(hidden, config.num_labels)
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
@@ -294,21 +372,22 @@ def similarity_loss_and_scores(
     Regression (`num_labels == 1`) takes labels on the original scale and scales them to [0, 1], as the c-sts
     reference does; the loss is `config.regression_loss` (absent: "mse"): "mse" compares the raw output with them,
     "bce" is binary cross-entropy with logits (the sentence-transformers `CrossEncoder` recipe) and the prediction is
-    sigmoid(raw output). `logits` (B,) is the prediction on [0, 1], `scores` (B,) on the label scale. Classification
-    takes class indices.
+    sigmoid(raw output). `logits` (B, 1) is the prediction on [0, 1] (the `(batch_size, num_labels)` shape of
+    transformers' sequence classifiers, which its text-classification pipeline and sentence-transformers'
+    `CrossEncoder` read), `scores` (B,) the same on the label scale. Classification takes class indices.
     """
     span = config.label_max - config.label_min
     if config.num_labels == 1:
         raw = logits.squeeze(-1)
         bce = getattr(config, "regression_loss", "mse") == "bce"
-        logits = torch.sigmoid(raw) if bce else raw
-        scores = config.label_min + span * logits
+        prediction = torch.sigmoid(raw) if bce else raw
+        scores = config.label_min + span * prediction
         loss = None
         if labels is not None:
             target = (labels.to(raw.dtype) - config.label_min) / span
             loss_fn = nn.functional.binary_cross_entropy_with_logits if bce else nn.functional.mse_loss
             loss = loss_fn(raw, target)
-        return loss, logits, scores
+        return loss, prediction.unsqueeze(-1), scores
     loss = None
     if labels is not None:
         loss = nn.functional.cross_entropy(logits, labels.long().view(-1))
@@ -334,28 +413,3 @@ def conditional_span_masks(
     boundary = torch.where(earlier_separators, positions, -1).amax(1, keepdim=True)
     split = torch.where(boundary >= 0, boundary + 1, last + 1)
     return (valid & (positions < split)).long(), (valid & (positions >= split)).long()
-
-
-def last_layer_attention_probabilities(
-    backbone: PreTrainedModel,
-    layer_input: torch.Tensor,
-    attention_mask: torch.Tensor,
-    query_positions: "torch.LongTensor | None" = None,
-) -> torch.Tensor:
-    """Post-softmax, pre-dropout attention probabilities (B, H, L, L) of a BERT/RoBERTa backbone's last layer.
-
-    Recomputed from `layer_input` (the hidden states entering the last layer, `hidden_states[-2]`) with that layer's
-    own query/key projections and the padding mask, so it works under any attention implementation (sdpa returns no
-    attentions) without running the whole encoder on the slow eager path. Padding keys get exactly zero probability.
-    With `query_positions` (B, R), only those rows are computed: (B, H, R, L).
-    """
-    attention = backbone.encoder.layer[-1].attention.self
-    heads, head_size = attention.num_attention_heads, attention.attention_head_size
-    queries = layer_input
-    if query_positions is not None:
-        queries = layer_input.gather(1, query_positions[:, :, None].expand(-1, -1, layer_input.shape[-1]))
-    query = attention.query(queries).view(*queries.shape[:2], heads, head_size).transpose(1, 2)
-    key = attention.key(layer_input).view(*layer_input.shape[:2], heads, head_size).transpose(1, 2)
-    scores = torch.matmul(query, key.transpose(2, 3)) * attention.scaling
-    keep = attention_mask[:, None, None, :].bool()
-    return scores.masked_fill(~keep, torch.finfo(scores.dtype).min).softmax(-1)

@@ -5,6 +5,7 @@ the last layer goes through the c-sts head. Follows princeton-nlp/c-sts `CrossEn
 """
 
 import torch
+from transformers.utils import can_return_tuple
 
 from ..configuration.configuration_cross_encoder import CrossEncoderConfig
 from .common import (
@@ -29,6 +30,7 @@ class CrossEncoderForConditionalSimilarity(PairzooPreTrainedModel):
         self.head = ConditionalSimilarityHead(config)
         self.post_init()
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: "torch.LongTensor | None" = None,
@@ -37,7 +39,7 @@ class CrossEncoderForConditionalSimilarity(PairzooPreTrainedModel):
         labels: "torch.Tensor | None" = None,
         output_hidden_states: "bool | None" = None,
         output_attentions: "bool | None" = None,
-        **kwargs,
+        output_internals: bool = False,
     ) -> ConditionalSimilarityOutput:
         r"""
         Args:
@@ -46,6 +48,8 @@ class CrossEncoderForConditionalSimilarity(PairzooPreTrainedModel):
             attention_mask (`torch.LongTensor` of shape `(batch_size, sequence_length)`): 1 for tokens, 0 for padding.
             labels (`torch.Tensor` of shape `(batch_size,)`, *optional*): similarity on the label scale (regression)
                 or class indices (classification).
+            output_internals (`bool`, *optional*, defaults to `False`): taken by every pairzoo model; the baseline
+                has no internals beyond `hidden_states` and `attentions`, so it adds nothing here.
         """
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)

@@ -4,13 +4,19 @@ Condition-Specified Routers, EMNLP 2024; reference code bigai-nlco/CSR), with th
 Tri-encoder: the shared encoder reads the condition alone; `q_c` is the last layer's query projection of the
 condition's first token. It then reads the sentence alone, and in each router layer t the self-attention context
 `h'_t` (before the output projection) becomes `(1 + w_t) * h'_t` with `w_t = softmax(q_c . K_t / sqrt(d_k))` over
-the sentence's non-padding tokens, `K_t` the layer's own key projection of its input; the rest of the block runs as
-usual. The embedding is the mean of the last hidden states; pairs are scored by cosine similarity. The routers add no
-parameter and keep the backbone's parameter names, so pretrained weights load unchanged.
+the sentence's non-padding tokens, `K_t` the layer's own key projection of what its attention reads (its input; in
+pre-LN layouts its attention norm of it); the rest of the block runs as usual. The embedding is the mean of the last
+hidden states; pairs are scored by cosine similarity. The routers add no parameter and keep the backbone's parameter
+names, so pretrained weights load unchanged.
+
+Every encoder architecture of `encoders.py` runs each layer through its own module (`EncoderStack`, with its
+relative, bias or rotary position information); the router changes only the context entering the layer's attention
+output projection, through a forward pre-hook held for that one call.
 
 `router="reference"` follows the reference code instead (see `CsrConfig`): the sentence pass attends in every layer
 to the condition's last-layer hidden states as extra keys/values, its positions continue after the condition, and
-`w_t` is the head-averaged attention of the sentence's own first token on the sentence tokens.
+`w_t` is the head-averaged attention of the sentence's own first token on the sentence tokens. It is defined by q . k
+scores and absolute positions, so only absolute-position backbones build it.
 
 Bi-encoder: one pass over `[CLS] s SEP c SEP`; `w_t` is the layer's head-averaged attention of the condition's first
 token on the sentence tokens, renormalised over them; pooling covers the sentence tokens only (`bi_pooling="all"`:
@@ -27,12 +33,23 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 from transformers.activations import ACT2FN
-from transformers.masking_utils import create_bidirectional_mask
-from transformers.pytorch_utils import apply_chunking_to_forward
-from transformers.utils import ModelOutput
+from transformers.utils import ModelOutput, can_return_tuple
 
 from ..configuration.configuration_csr import CsrConfig
 from .common import PairzooPreTrainedModel, build_backbone, pool_hidden_states
+from .encoders import (
+    EncoderStack,
+    attention_dropout,
+    attention_input,
+    attention_probabilities,
+    encoder_architecture,
+    head_shape,
+    hidden_activation,
+    hidden_dropout,
+    output_projection,
+    position_ids_after,
+    project,
+)
 
 
 @dataclass
@@ -43,15 +60,16 @@ class CsrOutput(ModelOutput):
     Args:
         loss (`torch.FloatTensor` of shape `()`, *optional*, returned when `labels` is given):
             MSE between the cosine similarity and the labels scaled to [0, 1].
-        logits (`torch.FloatTensor` of shape `(batch_size,)`, *optional*, returned when a second sentence is given):
-            Cosine similarity of the two conditioned embeddings.
+        logits (`torch.FloatTensor` of shape `(batch_size, 1)`, *optional*, returned when a second sentence is given):
+            Cosine similarity of the two conditioned embeddings (the `(batch_size, num_labels)` shape of every pairzoo
+            regression model).
         scores (`torch.FloatTensor` of shape `(batch_size,)`, *optional*):
-            `label_min + (label_max - label_min) * logits`, the prediction on the label scale.
+            `label_min + (label_max - label_min) * logits[:, 0]`, the prediction on the label scale.
         embeddings (`torch.FloatTensor` of shape `(batch_size, hidden_size)`):
             Conditioned embedding of the first sentence.
         embeddings_2 (`torch.FloatTensor` of shape `(batch_size, hidden_size)`, *optional*):
             Conditioned embedding of the second sentence.
-        router_weights (`tuple(torch.FloatTensor)`, *optional*, with `output_router_weights=True`):
+        router_weights (`tuple(torch.FloatTensor)`, *optional*, with `output_internals=True`):
             One `(batch_size, sequence_length)` tensor per router layer: `w_t` over the first sentence's tokens
             (zero outside `router_mask`; each row sums to 1 over it, to at most 1 with `router="reference"`).
         router_weights_2 (`tuple(torch.FloatTensor)`, *optional*): the same for the second sentence.
@@ -132,6 +150,31 @@ def _masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return torch.softmax(scores, dim=-1) * mask.to(scores.dtype)
 
 
+# How each non-absolute position scheme enters the attention scores, for the `router="reference"` refusal.
+_POSITION_TERMS = {
+    "relative": "DeBERTa's disentangled content-to-position and position-to-content terms",
+    "bias": "MPNet's bucketed relative-position bias",
+    "rotary": "rotary embeddings that rotate queries and keys by their positions",
+}
+
+
+def _check_reference_positions(config: CsrConfig) -> None:
+    """`router="reference"` is defined by q . k scores and absolute positions: a ValueError on other backbones."""
+    if not config.use_router or config.router != "reference":
+        return
+    architecture = encoder_architecture(config.backbone_config)
+    if architecture.positions == "absolute":
+        return
+    raise ValueError(
+        f"router='reference' cannot run on a {architecture.name!r} backbone: its attention scores add "
+        f"{_POSITION_TERMS[architecture.positions]}, computed between positions of one sequence inside the attention "
+        "module, so keys from the separately encoded condition have no defined position there, and the reference "
+        "form's only positional device, numbering the sentence's absolute positions after the condition's, does not "
+        "exist on it. Use router='key', 'hidden' or 'heavy', or an absolute-position backbone (BERT, RoBERTa, "
+        "XLM-RoBERTa, ELECTRA, DistilBERT, ALBERT)."
+    )
+
+
 class CsrModel(PairzooPreTrainedModel):
     """Conditioned sentence embeddings with condition-specified routers (tri- or bi-encoder) and cosine scoring."""
 
@@ -139,8 +182,9 @@ class CsrModel(PairzooPreTrainedModel):
 
     def __init__(self, config: CsrConfig) -> None:
         super().__init__(config)
-        self.backbone = build_backbone(config.backbone_config)
         backbone = config.backbone_config
+        _check_reference_positions(config)
+        self.backbone = build_backbone(backbone)
         hidden = backbone.hidden_size
         n_layers = backbone.num_hidden_layers
         layers = config.router_layers if config.router_layers is not None else [n_layers - 1]
@@ -151,12 +195,12 @@ class CsrModel(PairzooPreTrainedModel):
         if config.use_router and config.router == "heavy":
             self.router_query = nn.ModuleDict({str(t): nn.Linear(hidden, hidden) for t in self.routed_layers})
             self.router_key = nn.ModuleDict({str(t): nn.Linear(hidden, hidden) for t in self.routed_layers})
-        dropout = config.classifier_dropout if config.classifier_dropout is not None else backbone.hidden_dropout_prob
+        dropout = config.classifier_dropout if config.classifier_dropout is not None else hidden_dropout(backbone)
         if config.tri_head == "hadamard":
             self.condition_transform = nn.Sequential(nn.Dropout(dropout), nn.Linear(hidden, hidden))
         elif config.tri_head == "concat":
             self.concat_transform = nn.Sequential(
-                nn.Dropout(dropout), nn.Linear(2 * hidden, hidden), ACT2FN[backbone.hidden_act]
+                nn.Dropout(dropout), nn.Linear(2 * hidden, hidden), ACT2FN[hidden_activation(backbone)]
             )
         self.post_init()
 
@@ -168,18 +212,13 @@ class CsrModel(PairzooPreTrainedModel):
     # ------------------------------------------------------------------------------------------ encoder pieces
 
     @property
-    def _layers(self) -> nn.ModuleList:
-        return self.backbone.encoder.layer
+    def _n_layers(self) -> int:
+        return self.config.backbone_config.num_hidden_layers
 
     @property
     def _start_layer(self) -> int:
         """First layer whose output depends on the condition (tri-encoder); the layer count without routers."""
-        return self.routed_layers[0] if self.routed_layers else len(self._layers)
-
-    def _layer_mask(self, hidden: torch.Tensor, attention_mask: torch.Tensor):
-        return create_bidirectional_mask(
-            config=self.backbone.config, inputs_embeds=hidden, attention_mask=attention_mask
-        )
+        return self.routed_layers[0] if self.routed_layers else self._n_layers
 
     def _hidden_before(
         self,
@@ -189,114 +228,134 @@ class CsrModel(PairzooPreTrainedModel):
         stop: int,
     ) -> torch.Tensor:
         """Hidden states entering layer `stop` (the backbone's own forward when `stop` is the layer count)."""
-        if stop == len(self._layers):
-            return self.backbone(
-                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
-            ).last_hidden_state
-        hidden = self.backbone.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)
-        mask = self._layer_mask(hidden, attention_mask)
-        for layer in self._layers[:stop]:
-            hidden = layer(hidden, mask)
-        return hidden
+        if stop == self._n_layers:
+            types = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
+            return self.backbone(input_ids=input_ids, attention_mask=attention_mask, **types).last_hidden_state
+        stack = EncoderStack(self.backbone, attention_mask)
+        return stack.forward(stack.embed(input_ids, token_type_ids), 0, stop)
 
-    def _scale(self, self_attention: nn.Module) -> float:
-        size = (
-            self_attention.attention_head_size
-            if self.config.router_scale == "head"
-            else self.config.backbone_config.hidden_size
-        )
+    def _scale(self) -> float:
+        backbone = self.config.backbone_config
+        size = head_shape(backbone)[1] if self.config.router_scale == "head" else backbone.hidden_size
         return 1.0 / math.sqrt(size)
+
+    def _condition_attention(self, t: int, hidden: torch.Tensor, route: _Route) -> torch.Tensor:
+        """Layer `t`'s head-averaged attention (B, L) of the condition's first token on every token, from the layer's
+        input `hidden` (bi-encoder `key` router). Where scores are q . k alone (absolute positions) it is recomputed
+        from the layer's own query/key projections, as CSR always has; elsewhere the layer's own module computes it
+        with its position terms (`attention_probabilities`: before dropout, in training too)."""
+        if encoder_architecture(self.config.backbone_config).positions != "absolute":
+            rows = route.condition_index[:, None]
+            probs = attention_probabilities(self.backbone, t, hidden, route.attention_mask, rows)
+            return probs[:, :, 0].mean(1)
+        heads, size = head_shape(self.config.backbone_config)
+        batch = hidden.shape[0]
+        first = hidden[torch.arange(batch, device=hidden.device), route.condition_index]
+        query = project(self.backbone, t, "query", first).view(batch, heads, 1, size)
+        keys = project(self.backbone, t, "key", hidden).view(batch, -1, heads, size).transpose(1, 2)
+        scores = (query @ keys.transpose(-1, -2)).squeeze(2) / math.sqrt(size)
+        return _masked_softmax(scores, route.attention_mask.unsqueeze(1)).mean(1)
 
     def _router_weights(self, t: int, k: int, hidden: torch.Tensor, route: _Route) -> torch.Tensor:
         """w_t (B, L) of router layer `t` (the `k`-th router layer) from its input `hidden` (B, L, d)."""
-        self_attention = self._layers[t].attention.self
         router = self.config.router
         if self.config.architecture == "bi" and router == "key":
-            # the layer's own attention of the condition's first token, recomputed from its query/key projections
-            heads, size = self_attention.num_attention_heads, self_attention.attention_head_size
+            probs = self._condition_attention(t, hidden, route) * route.mask.to(hidden.dtype)
+            return probs / probs.sum(-1, keepdim=True).clamp_min(1e-12)
+        if self.config.architecture == "bi":
             rows = torch.arange(hidden.shape[0], device=hidden.device)
-            query = self_attention.query(hidden[rows, route.condition_index]).view(-1, heads, 1, size)
-            keys = self_attention.key(hidden).view(hidden.shape[0], -1, heads, size).transpose(1, 2)
-            scores = (query @ keys.transpose(-1, -2)).squeeze(2) / math.sqrt(size)
-            probs = _masked_softmax(scores, route.attention_mask.unsqueeze(1)).mean(1)
-            probs = probs * route.mask.to(probs.dtype)
-            weights = probs / probs.sum(-1, keepdim=True).clamp_min(1e-12)
+            query = hidden[rows, route.condition_index]
+            if router == "heavy":
+                query = self.router_query[str(t)](query)
         else:
-            if self.config.architecture == "bi":
-                rows = torch.arange(hidden.shape[0], device=hidden.device)
-                query = hidden[rows, route.condition_index]
-                if router == "heavy":
-                    query = self.router_query[str(t)](query)
-            else:
-                query = route.queries[:, k]
-            if router == "key":
-                keys = self_attention.key(hidden)
-            elif router == "heavy":
-                keys = self.router_key[str(t)](hidden)
-            else:
-                keys = hidden
-            scores = torch.einsum("bd,bld->bl", query, keys) * self._scale(self_attention)
-            weights = _masked_softmax(scores, route.mask)
-        return weights
+            query = route.queries[:, k]
+        if router == "key":
+            keys = project(self.backbone, t, "key", attention_input(self.backbone, t, hidden))
+        elif router == "heavy":
+            keys = self.router_key[str(t)](hidden)
+        else:
+            keys = hidden
+        scores = torch.einsum("bd,bld->bl", query, keys) * self._scale()
+        return _masked_softmax(scores, route.mask)
 
     def _reference_attention(self, t: int, hidden: torch.Tensor, route: _Route) -> "tuple[torch.Tensor, torch.Tensor]":
-        """Layer `t`'s self-attention over the keys/values `[condition; sentence]` (`router="reference"`).
+        """Layer `t`'s self-attention over the keys/values `[condition; sentence]` (`router="reference"`), with the
+        layer's own query/key/value projections and q . k scores (absolute-position backbones only).
 
         Returns the context (B, L, d) and the head-averaged attention of the sentence's first token on the sentence
         tokens (B, L), both from the probabilities after attention dropout, as the reference code computes them."""
-        self_attention = self._layers[t].attention.self
-        heads, size = self_attention.num_attention_heads, self_attention.attention_head_size
+        backbone = self.config.backbone_config
+        heads, size = head_shape(backbone)
         batch, length, _ = hidden.shape
         memory = torch.cat([route.condition_states.to(hidden.dtype), hidden], dim=1)
 
         def split(x: torch.Tensor) -> torch.Tensor:
             return x.view(batch, x.shape[1], heads, size).transpose(1, 2)
 
-        query = split(self_attention.query(hidden))
-        keys, values = split(self_attention.key(memory)), split(self_attention.value(memory))
+        query = split(project(self.backbone, t, "query", hidden))
+        keys, values = (split(project(self.backbone, t, which, memory)) for which in ("key", "value"))
         key_mask = torch.cat([route.condition_mask, route.mask], dim=1)[:, None, None]
         probs = _masked_softmax(query @ keys.transpose(-1, -2) / math.sqrt(size), key_mask)
-        probs = self_attention.dropout(probs)
+        probs = nn.functional.dropout(probs, attention_dropout(backbone), self.training)
         context = (probs @ values).transpose(1, 2).reshape(batch, length, heads * size)
         return context, probs[:, :, 0, route.condition_states.shape[1] :].mean(1)
 
-    @staticmethod
-    def _finish_layer(layer: nn.Module, context: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
-        """The rest of an encoder block after its attention context: output projection, residual, feed-forward."""
-        attention_output = layer.attention.output(context, hidden)
-        return apply_chunking_to_forward(
-            layer.feed_forward_chunk, layer.chunk_size_feed_forward, layer.seq_len_dim, attention_output
-        )
+    def _run_layer(self, stack: EncoderStack, t: int, hidden: torch.Tensor, change_context) -> torch.Tensor:
+        """Layer `t` through its own module, its attention context (the input of its output projection) replaced by
+        `change_context(context)`; the hook is held only for this call (ALBERT shares one layer across depths)."""
 
-    def _router_layer(self, t: int, k: int, hidden: torch.Tensor, mask, route: _Route) -> torch.Tensor:
+        def hook(module: nn.Module, args: tuple) -> tuple:
+            return (change_context(args[0]), *args[1:])
+
+        handle = output_projection(self.backbone, t).register_forward_pre_hook(hook)
+        try:
+            return stack.run(t, hidden)
+        finally:
+            handle.remove()
+
+    def _router_layer(self, stack: EncoderStack, t: int, k: int, hidden: torch.Tensor, route: _Route) -> torch.Tensor:
         """One encoder block with the router: the attention context is re-weighted before the output projection."""
-        layer = self._layers[t]
-        if self.config.router == "reference":
-            context, weights = self._reference_attention(t, hidden, route)
-        else:
-            context, _ = layer.attention.self(hidden, attention_mask=mask)
-            weights = self._router_weights(t, k, hidden, route)
-        if self.config.weighting == "random":
-            weights = _masked_softmax(torch.randn_like(weights), route.mask)
-        route.weights.append(weights)
-        factor = weights if self.config.weighting == "only" else 1.0 + weights
-        return self._finish_layer(layer, context * factor.unsqueeze(-1).to(context.dtype), hidden)
+        reference = self.config.router == "reference"
+        weights = None if reference else self._router_weights(t, k, hidden, route)
 
-    def _run_from(self, hidden: torch.Tensor, attention_mask: torch.Tensor, start: int, route: _Route) -> torch.Tensor:
+        def reweight(context: torch.Tensor) -> torch.Tensor:
+            nonlocal weights
+            if reference:
+                context, weights = self._reference_attention(t, hidden, route)
+            if self.config.weighting == "random":
+                weights = _masked_softmax(torch.randn_like(weights), route.mask)
+            route.weights.append(weights)
+            factor = weights if self.config.weighting == "only" else 1.0 + weights
+            return context * factor.unsqueeze(-1).to(context.dtype)
+
+        return self._run_layer(stack, t, hidden, reweight)
+
+    def _reference_layer(self, stack: EncoderStack, t: int, hidden: torch.Tensor, route: _Route) -> torch.Tensor:
+        """A layer outside the router layers with `router="reference"`: it attends to `[condition; sentence]`."""
+        return self._run_layer(stack, t, hidden, lambda context: self._reference_attention(t, hidden, route)[0])
+
+    def _run_from(
+        self,
+        hidden: torch.Tensor,
+        attention_mask: torch.Tensor,
+        start: int,
+        route: _Route,
+        stack: "EncoderStack | None" = None,
+    ) -> torch.Tensor:
         """Run layers `start` onward, routing in the router layers; returns the last hidden states. With
         `router="reference"` every layer also attends to the condition's states (`route.condition_states`)."""
-        if start == len(self._layers):
+        if start == self._n_layers:
             return hidden
+        stack = stack if stack is not None else EncoderStack(self.backbone, attention_mask)
         reference = self.config.router == "reference"
-        mask = None if reference else self._layer_mask(hidden, attention_mask)
-        for t in range(start, len(self._layers)):
+        for t in range(start, self._n_layers):
             if t in self.routed_layers:
-                hidden = self._router_layer(t, self.routed_layers.index(t), hidden, mask, route)
+                hidden = self._router_layer(stack, t, self.routed_layers.index(t), hidden, route)
             elif reference:
-                hidden = self._finish_layer(self._layers[t], self._reference_attention(t, hidden, route)[0], hidden)
+                hidden = self._reference_layer(stack, t, hidden, route)
             else:
-                hidden = self._layers[t](hidden, mask)
-        return hidden
+                hidden = stack.run(t, hidden)
+        return stack.finish(hidden)
 
     # ------------------------------------------------------------------------------------------ tri-encoder
 
@@ -304,7 +363,7 @@ class CsrModel(PairzooPreTrainedModel):
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: "torch.Tensor | None"
     ) -> "tuple[torch.Tensor, torch.Tensor]":
         """Router queries (B, T, d) and pooled condition features (B, d or 0) of a condition batch."""
-        n_layers = len(self._layers)
+        last = self._n_layers - 1
         batch = input_ids.shape[0]
         hidden_size = self.config.backbone_config.hidden_size
         needs_features = self.config.tri_head != "none"
@@ -312,19 +371,20 @@ class CsrModel(PairzooPreTrainedModel):
         features = torch.zeros(batch, 0, device=input_ids.device)
         if not self.routed_layers and not needs_features:
             return queries, features
-        before_last = self._hidden_before(input_ids, attention_mask, token_type_ids, n_layers - 1)
+        stack = EncoderStack(self.backbone, attention_mask)
+        before_last = stack.forward(stack.embed(input_ids, token_type_ids), 0, last)
         first = before_last[:, 0]
         if self.routed_layers:
             if self.config.router == "key":
-                query = self._layers[-1].attention.self.query(first)
+                query = project(self.backbone, last, "query", attention_input(self.backbone, last, first))
                 queries = query.unsqueeze(1).expand(-1, len(self.routed_layers), -1)
             elif self.config.router == "hidden":
                 queries = first.unsqueeze(1).expand(-1, len(self.routed_layers), -1)
             else:
                 queries = torch.stack([self.router_query[str(t)](first) for t in self.routed_layers], dim=1)
         if needs_features:
-            last = self._layers[-1](before_last, self._layer_mask(before_last, attention_mask))
-            features = pool_hidden_states(last, attention_mask, self.config.pooling)
+            states = stack.finish(stack.run(last, before_last))
+            features = pool_hidden_states(states, attention_mask, self.config.pooling)
         return queries, features
 
     def _reference_condition(
@@ -332,7 +392,7 @@ class CsrModel(PairzooPreTrainedModel):
     ) -> "tuple[torch.Tensor, torch.Tensor]":
         """`router="reference"`: the condition's last hidden states (B, Lc, d), the keys/values every sentence layer
         reads, and its pooled features (B, d or 0) for the tri-encoder heads."""
-        states = self._hidden_before(input_ids, attention_mask, token_type_ids, len(self._layers))
+        states = self._hidden_before(input_ids, attention_mask, token_type_ids, self._n_layers)
         if self.config.tri_head == "none":
             return states, torch.zeros(input_ids.shape[0], 0, device=input_ids.device)
         return states, pool_hidden_states(states, attention_mask, self.config.pooling)
@@ -341,13 +401,8 @@ class CsrModel(PairzooPreTrainedModel):
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, offset: torch.Tensor
     ) -> torch.Tensor:
         """Position ids (B, L) of sentences that follow `offset` (B,) condition tokens, in the backbone's numbering
-        (RoBERTa family: from `padding_idx + 1`, padding at `padding_idx`; BERT family: from 0, padding at 0)."""
-        padding_idx = getattr(self.backbone.embeddings, "padding_idx", None)
-        if padding_idx is not None:
-            valid = input_ids.ne(padding_idx).long()
-            positions = (valid.cumsum(1) + offset[:, None]) * valid + padding_idx
-        else:
-            positions = (torch.arange(input_ids.shape[1], device=input_ids.device) + offset[:, None]) * attention_mask
+        (RoBERTa family: from `padding_idx + 1`, padding at `padding_idx`; the others: from 0, padding at 0)."""
+        positions = position_ids_after(self.backbone, input_ids, attention_mask, offset)
         limit = self.config.backbone_config.max_position_embeddings
         if int(positions.max()) >= limit:
             raise ValueError(
@@ -377,17 +432,16 @@ class CsrModel(PairzooPreTrainedModel):
         """Embedding of a sentence batch and its router weights. `queries`: the router queries (B, T, d), with
         `router="reference"` the condition's last hidden states (B, Lc, d) whose padding `condition_mask` marks."""
         if self.config.router == "reference":
-            start = 0
+            stack = EncoderStack(self.backbone, attention_mask)
             positions = self._positions_after(input_ids, attention_mask, condition_mask.sum(1))
-            hidden = self.backbone.embeddings(
-                input_ids=input_ids, token_type_ids=token_type_ids, position_ids=positions
-            )
+            hidden = stack.embed(input_ids, token_type_ids, positions)
             route = _Route(mask=attention_mask, condition_states=queries, condition_mask=condition_mask)
+            hidden = self._run_from(hidden, attention_mask, 0, route, stack)
         else:
             start = self._start_layer
             hidden = self._hidden_before(input_ids, attention_mask, token_type_ids, start)
             route = _Route(mask=attention_mask, queries=queries)
-        hidden = self._run_from(hidden, attention_mask, start, route)
+            hidden = self._run_from(hidden, attention_mask, start, route)
         embeddings = pool_hidden_states(hidden, attention_mask, self.config.pooling)
         return self._tri_head(embeddings, features), route.weights
 
@@ -406,8 +460,6 @@ class CsrModel(PairzooPreTrainedModel):
                 "the bi-encoder needs `sentence_mask` and `condition_mask` (use `encode_bi_inputs`, which builds "
                 "`[CLS] s SEP c SEP` with both masks)."
             )
-        if not bool((condition_mask.sum(1) > 0).all()):
-            raise ValueError("every bi-encoder row needs at least one condition token in `condition_mask`.")
         pool_mask = sentence_mask
         if self.config.bi_pooling == "all":  # the c-sts form: the tokenizer's pair token types, every token pooled
             pool_mask = attention_mask
@@ -419,14 +471,26 @@ class CsrModel(PairzooPreTrainedModel):
             attention_mask=attention_mask,
         )
         if self.routed_layers:
-            hidden = self.backbone.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)
-            hidden = self._run_from(hidden, attention_mask, 0, route)
+            stack = EncoderStack(self.backbone, attention_mask)
+            hidden = self._run_from(stack.embed(input_ids, token_type_ids), attention_mask, 0, route, stack)
         else:
-            hidden = self._hidden_before(input_ids, attention_mask, token_type_ids, len(self._layers))
+            hidden = self._hidden_before(input_ids, attention_mask, token_type_ids, self._n_layers)
         return pool_hidden_states(hidden, pool_mask, self.config.pooling), route.weights
 
     # ------------------------------------------------------------------------------------------ forward
 
+    def check_inputs(self, inputs: dict) -> None:
+        """The shared value checks (`PairzooPreTrainedModel.check_inputs`), and for the bi-encoder at least one
+        condition token in every row of `condition_mask` / `condition_mask_2` (`encode_bi_inputs` always gives one)."""
+        super().check_inputs(inputs)
+        if self.config.architecture != "bi":
+            return
+        for name in ("condition_mask", "condition_mask_2"):
+            mask = inputs.get(name)
+            if isinstance(mask, torch.Tensor) and not bool((mask.sum(1) > 0).all()):
+                raise ValueError(f"every bi-encoder row needs at least one condition token in `{name}`.")
+
+    @can_return_tuple
     def forward(
         self,
         input_ids: "torch.LongTensor | None" = None,
@@ -443,8 +507,7 @@ class CsrModel(PairzooPreTrainedModel):
         sentence_mask_2: "torch.LongTensor | None" = None,
         condition_mask_2: "torch.LongTensor | None" = None,
         labels: "torch.Tensor | None" = None,
-        output_router_weights: "bool | None" = None,
-        **kwargs,
+        output_internals: bool = False,
     ) -> CsrOutput:
         r"""
         Args:
@@ -457,7 +520,8 @@ class CsrModel(PairzooPreTrainedModel):
             sentence_mask, condition_mask, sentence_mask_2, condition_mask_2 (bi): spans of the sentence
                 (`[CLS] s SEP`) and of the condition (`c SEP`) in each sequence.
             labels (`torch.Tensor` of shape `(batch_size,)`, *optional*): similarity on the label scale.
-            output_router_weights (`bool`, *optional*): also return `w_t` per router layer.
+            output_internals (`bool`, *optional*, defaults to `False`): also return the method's internals: `w_t` per
+                router layer and the tokens it is defined on.
         """
         if input_ids is None:
             raise ValueError("`input_ids` is required.")
@@ -498,15 +562,16 @@ class CsrModel(PairzooPreTrainedModel):
             mask1, mask2 = sentence_mask, sentence_mask_2
         loss = logits = scores = None
         if second:
-            logits = nn.functional.cosine_similarity(emb1, emb2, dim=-1)
+            similarity = nn.functional.cosine_similarity(emb1, emb2, dim=-1)
             span = self.config.label_max - self.config.label_min
-            scores = self.config.label_min + span * logits
+            scores = self.config.label_min + span * similarity
+            logits = similarity.unsqueeze(-1)
             if labels is not None:
-                target = (labels.to(logits.dtype) - self.config.label_min) / span
-                loss = nn.functional.mse_loss(logits, target)
+                target = (labels.to(similarity.dtype) - self.config.label_min) / span
+                loss = nn.functional.mse_loss(similarity, target)
         elif labels is not None:
             raise ValueError("`labels` need a second sentence (`input_ids_2`) to score against.")
-        router = bool(output_router_weights) and bool(self.routed_layers)
+        router = bool(output_internals) and bool(self.routed_layers)
         return CsrOutput(
             loss=loss,
             logits=logits,
@@ -523,7 +588,7 @@ class CsrModel(PairzooPreTrainedModel):
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: "torch.Tensor | None" = None
     ) -> torch.Tensor:
         """(B, d) embedding of texts without a condition (the backbone's pooled output; e.g. KG tail entities)."""
-        hidden = self._hidden_before(input_ids, attention_mask, token_type_ids, len(self._layers))
+        hidden = self._hidden_before(input_ids, attention_mask, token_type_ids, self._n_layers)
         return pool_hidden_states(hidden, attention_mask, self.config.pooling)
 
     # ------------------------------------------------------------------------------------------ caching

@@ -5,7 +5,11 @@ Task formulation (paper eq. 1, 4). `encode_neighbor_attention_inputs` writes
 `[CLS] [MASK]' Y1 or Y2 or ... or Yp of [MASK] [SEP] [MASK]' x1 [SEP] [MASK]' x2 [SEP]` with the tokenizer's own
 cls/sep/mask tokens ([MASK]' is the mask token too; `connecting_tokens=False` drops it). A linear head on the last
 hidden state of the label [MASK] (its position is the `mask_positions` input) predicts the class; cross-entropy.
-With `classifier_norm="batch"` (not in the paper) a BatchNorm1d standardises that state per feature first.
+With `classifier_norm="batch"` (not in the paper) a BatchNorm1d (affine, torch's default momentum and eps)
+standardises that state per feature first; it belongs to the head, so it trains in every `training_mode`, and its
+running statistics are saved and used at evaluation (a one-example training batch is normalised with them too). Why:
+a frozen encoder's [MASK] states can share a large common component and vary little around it, an ill-conditioned
+input for a linear head (`benchmarks/probe_mask.py` measures this for a backbone).
 
 Neighbor attention (paper section 4), with h the hidden states entering a neighbor layer, W_e the input-embedding
 matrix, d the hidden size:
@@ -13,18 +17,32 @@ matrix, d the hidden size:
 - selection, once, at the first neighbor layer, batched: s_i = h_i W_e^T / sqrt(d) (B, L, V); the token's own id
   and the padding id are excluded (other special tokens stay candidates); candidates = top-K of s_i; neighbours = k
   of them, drawn without replacement with probability proportional to exp(s_i) (Gumbel-top-k) in training, the top-k
-  at evaluation. No Python loop over tokens.
-- e_ij = LN_emb(W_e[j] + P[pos_i] + T[type_i]), the frozen embedding layer applied to the neighbour's id at token
-  i's position (the "neighbour embedding plus the i-th position embedding"); e_i the same for the token's own id (the
-  encoder's embedding output without dropout).
+  at evaluation. No Python loop over tokens. Where the embeddings are narrower than the hidden states (ELECTRA-small,
+  ALBERT) W_e is taken in the hidden space, mapped by the encoder's embedding projection.
+- e_ij = LN_emb(W_e[j] + P[pos_i] + T[type_i]): the frozen embedding layer's output (without dropout) for the
+  neighbour's id at token i's position, computed by that layer itself on a copy of the input with id j in place of
+  token i's, at the input's own position ids (the "neighbour embedding plus the i-th position embedding"); e_i the
+  same for the token's own id (the encoder's embedding output without dropout). Architectures whose embedding layer
+  adds no position (DeBERTa-v3, ModernBERT) give the embedding of the id alone; ELECTRA-small's and ALBERT's
+  projection is included.
 - m_ij = LN_e(f_e(e_ij - e_i) + (e_ij - e_i) + h_i), f_e a d x d linear map, LN_e a LayerNorm.
-- in each neighbor layer l: h_s = f(MHA(Q h_i, K h, V h)) is the frozen self-attention (f = the frozen output dense
-  and dropout); h_b,i = f(MHA(Q h_i, K_b r_i, V_b r_i)) with r_i = [sg(h_i), m_i1, ..., m_ik] (per-token attention
-  over k + 1 keys, the frozen query Q and head split); h' = LN((1 - alpha) h_s + alpha h_b + h) with the layer's
-  frozen attention LayerNorm, then the layer's frozen feed-forward block as usual. With alpha = 0 the layer is the
-  frozen layer exactly.
+- in each neighbor layer l: h_s = f(MHA(Q h_i, K h, V h)) is the frozen self-attention (f = the frozen output
+  projection and dropout); h_b,i = f(MHA(Q h_i, K_b r_i, V_b r_i)) with r_i = [sg(h_i), m_i1, ..., m_ik] (per-token
+  attention over k + 1 keys, the frozen query Q and head split, scaled by 1/sqrt(head size)); h' = LN((1 - alpha) h_s
+  + alpha h_b + h) with the layer's frozen attention LayerNorm, then the layer's frozen feed-forward block as usual.
+  f is linear up to its dropout, so the layer runs through its own module with its attention context replaced by
+  (1 - alpha) ctx_s + alpha ctx_b before the output projection (a forward pre-hook): one dropout mask serves both
+  branches. With alpha = 0 the layer is the frozen layer exactly. The keys of h_b all sit at token i's position, so
+  the attention's position terms are left out: absolute positions are already in the states, rotary rotations of a
+  query and a key at one position cancel, MPNet's relative bias is one constant over the keys; DeBERTa's
+  position-to-content term at offset 0 is the one term dropped.
 - neighbour update after each neighbor layer but the last: m'_ij = f(MHA(Q m_ij, K_b z_i, V_b z_i)) with
-  z_i = [sg(h_i), sg(h_[MASK]), m_i1..m_ik], m <- LN(m' + m) with the same frozen attention LayerNorm (no FFN).
+  z_i = [sg(h_i), sg(h_[MASK]), m_i1..m_ik], m <- LN(m' + m) with the same frozen attention LayerNorm (no FFN); f
+  is the layer's output projection followed by the backbone's hidden dropout.
+- pre-LN encoders (ModernBERT: h + f(MHA(norm(h))) with no norm after the attention), by analogy: the frozen query
+  and K_b, V_b read the layer's attention norm of what they project (norm(h_i), norm(sg(h_i)), norm(m_ij)), h' =
+  (1 - alpha) h_s + alpha h_b + h then the layer's feed-forward block (the layer's own residual), and the neighbour
+  update is m <- m + m'. Selection, m_ij and the regularisers read h as written.
 - each neighbor layer has its own K_b, V_b (d x d, initialised from that layer's pretrained key/value projections
   by `from_backbone`); f_e and LN_e are shared (they build m once). Only K_b, V_b, f_e, LN_e and the classifier (with
   its BatchNorm under `classifier_norm="batch"`) train.
@@ -33,30 +51,49 @@ matrix, d the hidden size:
 
 Regularisers (paper section 5), averaged over neighbor layers and non-padding tokens other than the label [MASK]:
 L_m = cos(h^(l)_[MASK], sg(m_ij)) for one neighbour j per token (random in training, the first at evaluation), with
-h^(l) the neighbor layer's input (`mask_regularizer_state="layer_output"` uses the state after the layer instead), and
+h^(l) the neighbor layer's input (the first neighbor layer's input comes from frozen layers, so its term trains
+nothing; `mask_regularizer_state="layer_output"` uses the state after the layer instead), and
 L_n = cos(sg(h_i), m_ij) over all neighbours; the loss is CE - lambda_m L_m - lambda_n L_n (both weights 1 by
 default, as in the paper's objective).
 
 Baselines (`training_mode`): `full` fine-tunes the whole encoder on the same [MASK] formulation; `bitfit` trains only
 the encoder's bias terms. Neither has neighbor attention.
 
-Decoding for expressiveness: `decode_mask_logits` maps the [MASK] state to vocabulary logits through the backbone's
-MLM head (transform + tied input embeddings + bias) when the model has one, or through the tied input-embedding
-matrix alone (`token_decoder="input_embeddings"`, the bundled MiniLM, which is saved without an MLM head).
+Decoding for expressiveness: `decode_mask_logits` maps the [MASK] state to vocabulary logits through the backbone
+architecture's own MLM head (`MaskedLMHead`: transformers' `AutoModelForMaskedLM` class without its encoder, decoder
+tied to the input embeddings) when the model has one, or through the input-embedding matrix alone (in the hidden
+space, as for the selection; `token_decoder="input_embeddings"`, for checkpoints saved without an MLM head: the
+bundled MiniLM, sentence-embedding models, ELECTRA discriminators); a randomly initialised model builds an MLM head.
 """
 
 from dataclasses import dataclass
 
 import torch
 from torch import nn
-from transformers import AutoModelForMaskedLM
+from transformers import AutoModelForMaskedLM, PreTrainedConfig, PreTrainedModel
 from transformers import initialization as init
-from transformers.activations import ACT2FN
-from transformers.masking_utils import create_bidirectional_mask
-from transformers.utils import ModelOutput, logging
+from transformers.modeling_outputs import BaseModelOutput
+from transformers.utils import ModelOutput, can_return_tuple, logging
 
 from ..configuration.configuration_neighbor_attention import NeighborAttentionConfig
 from .common import PairzooPreTrainedModel, build_backbone
+from .encoders import (
+    EncoderStack,
+    attention_dropout,
+    attention_input,
+    attention_output_norm,
+    default_position_ids,
+    embedding_output,
+    embedding_projection,
+    encoder_architecture,
+    head_shape,
+    hidden_dropout,
+    layer_norm_eps,
+    output_projection,
+    project,
+    projection_modules,
+    word_embeddings,
+)
 
 logger = logging.get_logger(__name__)
 
@@ -145,38 +182,121 @@ class NeighborAttentionOutput(ModelOutput):
         loss (`torch.FloatTensor` of shape `()`, *optional*, returned when `labels` is given):
             CE - lambda_m L_m - lambda_n L_n.
         logits (`torch.FloatTensor` of shape `(batch_size, num_labels)`): class scores from the [MASK] state.
+        hidden_states (`tuple(torch.FloatTensor)`, *optional*, with `output_hidden_states=True`): the embedding
+            output and the output of every layer (neighbor layers included), each `(batch_size, sequence_length,
+            hidden_size)`; the last is `last_hidden_state`.
         mask_hidden_state (`torch.FloatTensor` of shape `(batch_size, hidden_size)`, *optional*): last hidden state of
-            the label [MASK] (with `output_details=True`).
-        hidden_states (`torch.FloatTensor` of shape `(batch_size, sequence_length, hidden_size)`, *optional*): last
-            hidden states of all tokens (with `output_details=True`).
+            the label [MASK] (with `output_internals=True`).
+        last_hidden_state (`torch.FloatTensor` of shape `(batch_size, sequence_length, hidden_size)`, *optional*):
+            last hidden states of all tokens (with `output_internals=True`).
         neighbor_ids (`torch.LongTensor` of shape `(batch_size, sequence_length, num_neighbors)`, *optional*): the
-            vocabulary ids of each token's neighbours (with `output_details=True`, `"neighbor"` mode).
-        regularizer_m (`torch.FloatTensor` of shape `()`, *optional*): L_m (with `output_details=True`).
-        regularizer_n (`torch.FloatTensor` of shape `()`, *optional*): L_n (with `output_details=True`).
+            vocabulary ids of each token's neighbours (with `output_internals=True`, `"neighbor"` mode).
+        regularizer_m (`torch.FloatTensor` of shape `()`, *optional*): L_m (with `output_internals=True`).
+        regularizer_n (`torch.FloatTensor` of shape `()`, *optional*): L_n (with `output_internals=True`).
     """
 
     loss: "torch.FloatTensor | None" = None
     logits: "torch.FloatTensor | None" = None
+    hidden_states: "tuple[torch.FloatTensor, ...] | None" = None
     mask_hidden_state: "torch.FloatTensor | None" = None
-    hidden_states: "torch.FloatTensor | None" = None
+    last_hidden_state: "torch.FloatTensor | None" = None
     neighbor_ids: "torch.LongTensor | None" = None
     regularizer_m: "torch.FloatTensor | None" = None
     regularizer_n: "torch.FloatTensor | None" = None
 
 
-class MaskedLMDecoder(nn.Module):
-    """The BERT/RoBERTa MLM head with the decoder tied to the input embeddings: LN(act(dense h)) W_e^T + b."""
+class _EncoderStandIn(nn.Module):
+    """Takes the encoder's place inside a masked-LM model: hands back the hidden states it is given as
+    `inputs_embeds` as its last hidden state. Any other attribute is read from the real encoder of the call (a head
+    that reads the word embeddings from the encoder, DeBERTa's non-legacy one, finds them there)."""
 
-    def __init__(self, hidden_size: int, vocab_size: int, activation: str, eps: float) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.dense = nn.Linear(hidden_size, hidden_size)
-        self.activation = ACT2FN[activation]
-        self.layer_norm = nn.LayerNorm(hidden_size, eps=eps)
-        self.bias = nn.Parameter(torch.zeros(vocab_size))
+        self.encoder_of_call: list = []
 
-    def forward(self, hidden: torch.Tensor, word_embeddings: torch.Tensor) -> torch.Tensor:
-        """(..., d) -> (..., V)."""
-        return self.layer_norm(self.activation(self.dense(hidden))) @ word_embeddings.T + self.bias
+    def forward(self, *args, inputs_embeds: "torch.Tensor | None" = None, **kwargs) -> BaseModelOutput:
+        return BaseModelOutput(last_hidden_state=inputs_embeds)
+
+    def __getattr__(self, name: str):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            encoders = self.__dict__.get("encoder_of_call")
+            if not encoders:
+                raise
+            return getattr(encoders[0], name)
+
+
+class _TiedDecoder(nn.Module):
+    """A masked-LM decoder whose weight is the encoder's input-embedding matrix, read at each call; only its output
+    bias (if any) is stored."""
+
+    def __init__(self, bias: "nn.Parameter | None") -> None:
+        super().__init__()
+        self.bias = bias
+        self.weight_of_call: list = []
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return nn.functional.linear(hidden, self.weight_of_call[0], self.bias)
+
+
+class MaskedLMHead(nn.Module):
+    """The backbone architecture's own masked-LM head: the modules transformers' `AutoModelForMaskedLM` class puts
+    after its encoder (registered here under that class's names, e.g. BERT's `cls`, RoBERTa's `lm_head`, DistilBERT's
+    `vocab_transform` ...), run through that class's own forward on given hidden states, so each architecture's
+    transform, activation and norm are its own. A decoder tied to the input embeddings (the default of every
+    architecture) stores only its output bias and reads the matrix from the backbone at each call; a head's second
+    registration of that bias (BERT's `cls.predictions.bias`) is dropped. An untied decoder keeps its own weight.
+    """
+
+    def __init__(self, backbone_config: PreTrainedConfig) -> None:
+        super().__init__()
+        device = torch.get_default_device()
+        with torch.device("meta"):  # the encoder built here is replaced at once: no memory for it
+            mlm = AutoModelForMaskedLM.from_config(backbone_config)
+        paths = {id(module): name for name, module in mlm.named_modules()}
+        decoder = mlm.get_output_embeddings()
+        decoder_path, encoder_prefix = paths[id(decoder)], mlm.base_model_prefix + "."
+        # transformers' record of ties (target -> source), kept where `from_pretrained` builds without tying
+        ties = mlm.all_tied_weights_keys
+        kept = decoder
+        if ties.get(f"{decoder_path}.weight") == f"{paths[id(mlm.get_input_embeddings())]}.weight":
+            kept = _TiedDecoder(decoder.bias)
+            parent, _, name = decoder_path.rpartition(".")
+            setattr(mlm.get_submodule(parent), name, kept)
+        setattr(mlm, mlm.base_model_prefix, _EncoderStandIn())
+        if device.type != "meta":  # built inside `from_pretrained` the weights stay on meta until loaded
+            mlm.to_empty(device=device)
+            for module in mlm.modules():
+                if module is not mlm and not isinstance(module, _TiedDecoder):
+                    mlm._init_weights(module)
+            if isinstance(kept, _TiedDecoder) and kept.bias is not None:
+                init.zeros_(kept.bias)
+        for target, source in ties.items():  # the head's second registration of a decoder parameter is dropped
+            for own, other in ((target, source), (source, target)):
+                if own.startswith(decoder_path + ".") and not other.startswith(encoder_prefix):
+                    parent, _, name = other.rpartition(".")
+                    del mlm.get_submodule(parent)._parameters[name]
+        for name, child in mlm.named_children():
+            if name != mlm.base_model_prefix:
+                self.add_module(name, child)
+        # lists, so that modules registered above are not registered a second time
+        self._mlm = [mlm]
+        self._tied_decoder = [kept] if isinstance(kept, _TiedDecoder) else []
+
+    def forward(self, hidden: torch.Tensor, backbone: PreTrainedModel) -> torch.Tensor:
+        """Vocabulary logits (..., V) of hidden states (..., d) of `backbone`."""
+        mlm = self._mlm[0]
+        stand_in = getattr(mlm, mlm.base_model_prefix)
+        stand_in.encoder_of_call[:] = [backbone]
+        for decoder in self._tied_decoder:
+            decoder.weight_of_call[:] = [word_embeddings(backbone).weight]
+        try:
+            return mlm(inputs_embeds=hidden).logits
+        finally:
+            stand_in.encoder_of_call.clear()
+            for decoder in self._tied_decoder:
+                decoder.weight_of_call.clear()
 
 
 class NeighborProjections(nn.Module):
@@ -188,14 +308,22 @@ class NeighborProjections(nn.Module):
         self.value = nn.Linear(hidden_size, hidden_size)
 
 
-def _mlm_head_parts(mlm: nn.Module) -> "tuple[nn.Linear, nn.LayerNorm, torch.Tensor, str]":
-    """Transform dense, LayerNorm, output bias and activation of a BERT or RoBERTa masked-LM model."""
-    if hasattr(mlm, "cls") and hasattr(mlm.cls, "predictions"):
-        head = mlm.cls.predictions
-        return head.transform.dense, head.transform.LayerNorm, head.bias, mlm.config.hidden_act
-    if hasattr(mlm, "lm_head") and hasattr(mlm.lm_head, "layer_norm"):
-        return mlm.lm_head.dense, mlm.lm_head.layer_norm, mlm.lm_head.bias, "gelu"
-    raise ValueError(f"token_decoder='mlm_head' supports BERT and RoBERTa MLM heads, not {type(mlm).__name__}.")
+def _head_missing(mlm: PreTrainedModel, missing_keys: "list[str]") -> bool:
+    """Whether a masked-LM checkpoint lacked MLM-head weights: a missing key outside its encoder."""
+    return any(not key.startswith(mlm.base_model_prefix + ".") for key in missing_keys)
+
+
+def _pretrained_projection(
+    backbone: PreTrainedModel, index: int, position: int
+) -> "tuple[torch.Tensor, torch.Tensor | None]":
+    """Weight and bias (or None) of layer `index`'s key (`position` 1) or value (2) projection, sliced out of a fused
+    query/key/value projection the way `project` reads it."""
+    modules = projection_modules(backbone, index)
+    if len(modules) > 1:
+        return modules[position].weight, modules[position].bias
+    fused = modules[0]
+    bias = None if fused.bias is None else fused.bias.unflatten(0, (3, -1))[position]
+    return fused.weight.unflatten(0, (3, -1))[position], bias
 
 
 class NeighborAttentionForSequenceClassification(PairzooPreTrainedModel):
@@ -208,21 +336,19 @@ class NeighborAttentionForSequenceClassification(PairzooPreTrainedModel):
     def __init__(self, config: NeighborAttentionConfig) -> None:
         super().__init__(config)
         backbone_config = config.backbone_config
+        encoder_architecture(backbone_config)  # an architecture pairzoo does not know is a ValueError naming it
         hidden = backbone_config.hidden_size
         self.backbone = build_backbone(backbone_config)
         self.neighbor_layers = config.resolved_neighbor_layers
         if self.neighbor_layers:
             self.neighbor_projections = nn.ModuleList(NeighborProjections(hidden) for _ in self.neighbor_layers)
             self.neighbor_transform = nn.Linear(hidden, hidden)  # f_e
-            self.neighbor_layer_norm = nn.LayerNorm(hidden, eps=backbone_config.layer_norm_eps)  # LN_e
+            self.neighbor_layer_norm = nn.LayerNorm(hidden, eps=layer_norm_eps(backbone_config))  # LN_e
         self.lm_head = None
         if config.token_decoder != "input_embeddings":
-            activation = "gelu" if backbone_config.model_type == "roberta" else backbone_config.hidden_act
-            self.lm_head = MaskedLMDecoder(
-                hidden, backbone_config.vocab_size, activation, backbone_config.layer_norm_eps
-            )
+            self.lm_head = MaskedLMHead(backbone_config)
         dropout = config.classifier_dropout
-        self.dropout = nn.Dropout(backbone_config.hidden_dropout_prob if dropout is None else dropout)
+        self.dropout = nn.Dropout(hidden_dropout(backbone_config) if dropout is None else dropout)
         self.classifier_norm = nn.BatchNorm1d(hidden) if config.classifier_norm == "batch" else None
         self.classifier = nn.Linear(hidden, config.num_labels)
         self.post_init()
@@ -231,7 +357,7 @@ class NeighborAttentionForSequenceClassification(PairzooPreTrainedModel):
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
         super()._init_weights(module)
-        if isinstance(module, MaskedLMDecoder):
+        if isinstance(module, _TiedDecoder) and module.bias is not None:
             init.zeros_(module.bias)
         elif isinstance(module, nn.BatchNorm1d):
             init.ones_(module.weight)
@@ -251,15 +377,15 @@ class NeighborAttentionForSequenceClassification(PairzooPreTrainedModel):
 
     @classmethod
     def from_backbone(cls, name_or_path: str, **method_kwargs) -> "NeighborAttentionForSequenceClassification":
-        """Build on a pretrained masked LM: encoder weights, the MLM head when the checkpoint has one, and K_b/V_b
-        initialised from each neighbor layer's pretrained key/value projections.
+        """Build on a pretrained masked LM (`AutoModelForMaskedLM`): encoder weights, the MLM head when the checkpoint
+        has one, and K_b/V_b initialised from each neighbor layer's pretrained key/value projections.
 
         With `token_decoder=None` the MLM head is used when the checkpoint holds its weights and the tied
         input-embedding matrix otherwise (logged); `token_decoder="mlm_head"` on a checkpoint without one is an
         error.
         """
         mlm, info = AutoModelForMaskedLM.from_pretrained(name_or_path, output_loading_info=True)
-        head_missing = any(k.startswith(("cls.", "lm_head.")) for k in info["missing_keys"])
+        head_missing = _head_missing(mlm, info["missing_keys"])
         decoder = method_kwargs.get("token_decoder")
         if decoder == "mlm_head" and head_missing:
             raise ValueError(f"token_decoder='mlm_head' but {name_or_path!r} has no MLM-head weights.")
@@ -274,30 +400,27 @@ class NeighborAttentionForSequenceClassification(PairzooPreTrainedModel):
         model.backbone.load_state_dict(mlm.base_model.state_dict(), strict=True)
         with torch.no_grad():
             if model.lm_head is not None:
-                dense, norm, bias, _ = _mlm_head_parts(mlm)
-                model.lm_head.dense.load_state_dict(dense.state_dict())
-                model.lm_head.layer_norm.load_state_dict(norm.state_dict())
-                model.lm_head.bias.copy_(bias)
+                source = mlm.state_dict()
+                model.lm_head.load_state_dict({key: source[key] for key in model.lm_head.state_dict()}, strict=True)
             for projections, index in zip(getattr(model, "neighbor_projections", []), model.neighbor_layers):
-                attention = model.backbone.encoder.layer[index].attention.self
-                projections.key.load_state_dict(attention.key.state_dict())
-                projections.value.load_state_dict(attention.value.state_dict())
+                for target, position in ((projections.key, 1), (projections.value, 2)):
+                    weight, bias = _pretrained_projection(model.backbone, index, position)
+                    target.weight.copy_(weight)
+                    if bias is None:
+                        target.bias.zero_()
+                    else:
+                        target.bias.copy_(bias)
         model.config.backbone_config.name_or_path = str(name_or_path)
         return model
 
     # ------------------------------------------------------------------ pieces
 
-    def _position_and_type(self, input_ids: torch.Tensor, token_type_ids: "torch.Tensor | None") -> torch.Tensor:
-        """P[pos_i] + T[type_i] (B, L, d), as the frozen embedding layer adds them (RoBERTa offsets included)."""
-        embeddings = self.backbone.embeddings
-        create = getattr(type(embeddings), "create_position_ids_from_input_ids", None)
-        if create is not None:
-            position_ids = create(input_ids, embeddings.padding_idx)
-        else:
-            position_ids = torch.arange(input_ids.shape[1], device=input_ids.device)[None].expand_as(input_ids)
-        if token_type_ids is None:
-            token_type_ids = torch.zeros_like(input_ids)
-        return embeddings.position_embeddings(position_ids) + embeddings.token_type_embeddings(token_type_ids)
+    def _word_embeddings_in_hidden_space(self) -> torch.Tensor:
+        """W_e (V, d): the input-embedding matrix, mapped by the embedding projection where the embeddings are narrower
+        than the hidden states (ELECTRA-small, ALBERT)."""
+        weight = word_embeddings(self.backbone).weight
+        projection = embedding_projection(self.backbone)
+        return weight if projection is None else projection(weight)
 
     @torch.no_grad()
     def select_neighbors(self, hidden: torch.Tensor, input_ids: torch.Tensor) -> torch.Tensor:
@@ -307,10 +430,10 @@ class NeighborAttentionForSequenceClassification(PairzooPreTrainedModel):
         Gumbel-top-k (sampling without replacement proportional to exp(s)) in training, the top-k at evaluation.
         """
         config = self.config
-        weight = self.backbone.embeddings.word_embeddings.weight
+        weight = self._word_embeddings_in_hidden_space()
         scores = (hidden / hidden.shape[-1] ** 0.5) @ weight.T
         scores.scatter_(-1, input_ids.unsqueeze(-1), float("-inf"))
-        padding = self.backbone.embeddings.word_embeddings.padding_idx
+        padding = word_embeddings(self.backbone).padding_idx
         if padding is not None:
             scores[..., padding] = float("-inf")
         candidate_scores, candidates = scores.topk(config.num_candidates, dim=-1)
@@ -321,35 +444,47 @@ class NeighborAttentionForSequenceClassification(PairzooPreTrainedModel):
         return candidates.gather(-1, picked)
 
     def initial_neighbor_states(
-        self, hidden: torch.Tensor, input_ids: torch.Tensor, neighbor_ids: torch.Tensor, token_type_ids=None
+        self,
+        hidden: torch.Tensor,
+        input_ids: torch.Tensor,
+        neighbor_ids: torch.Tensor,
+        token_type_ids: "torch.Tensor | None" = None,
+        attention_mask: "torch.Tensor | None" = None,
     ) -> torch.Tensor:
-        """m_ij = LN_e(f_e(e_ij - e_i) + (e_ij - e_i) + h_i): (B, L, k, d)."""
-        embeddings = self.backbone.embeddings
-        extra = self._position_and_type(input_ids, token_type_ids)
-        own = embeddings.LayerNorm(embeddings.word_embeddings(input_ids) + extra)
-        neighbors = embeddings.LayerNorm(embeddings.word_embeddings(neighbor_ids) + extra.unsqueeze(2))
-        delta = neighbors - own.unsqueeze(2)
+        """m_ij = LN_e(f_e(e_ij - e_i) + (e_ij - e_i) + h_i): (B, L, k, d).
+
+        The embedding layer runs once on B (k + 1) rows, each at the input's own position ids: the input (e_i) and,
+        for each j, every token's j-th neighbour in its place (e_ij).
+        """
+        batch, _, count = neighbor_ids.shape
+        ids = torch.cat([input_ids.unsqueeze(1), neighbor_ids.transpose(1, 2)], dim=1).flatten(0, 1)
+
+        def repeat(values: "torch.Tensor | None") -> "torch.Tensor | None":
+            return None if values is None else values.unsqueeze(1).expand(-1, count + 1, -1).flatten(0, 1)
+
+        positions = repeat(default_position_ids(self.backbone, input_ids))
+        embedded = embedding_output(self.backbone, ids, repeat(token_type_ids), repeat(attention_mask), positions)
+        embedded = embedded.unflatten(0, (batch, count + 1))
+        delta = embedded[:, 1:].transpose(1, 2) - embedded[:, 0].unsqueeze(2)
         return self.neighbor_layer_norm(self.neighbor_transform(delta) + delta + hidden.unsqueeze(2))
 
-    @staticmethod
-    def _per_token_attention(
-        attention: nn.Module, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor
-    ) -> torch.Tensor:
+    def _per_token_attention(self, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
         """MHA of each token's queries (B, L, q, d) over its own keys/values (B, L, n, d) -> (B, L, q, d), with the
-        frozen layer's head split, scaling and attention dropout; no projection applied here."""
-        heads, size = attention.num_attention_heads, attention.attention_head_size
+        frozen layer's head split, 1/sqrt(head size) scaling and attention dropout; no projection applied here."""
+        heads, size = head_shape(self.backbone.config)
         q = queries.unflatten(-1, (heads, size))
         k = keys.unflatten(-1, (heads, size))
         v = values.unflatten(-1, (heads, size))
-        scores = torch.einsum("blqhd,blnhd->blhqn", q, k) * attention.scaling
-        probabilities = attention.dropout(scores.softmax(-1))
+        scores = torch.einsum("blqhd,blnhd->blhqn", q, k) * size**-0.5
+        dropout = attention_dropout(self.backbone.config)
+        probabilities = nn.functional.dropout(scores.softmax(-1), dropout, self.training)
         return torch.einsum("blhqn,blnhd->blqhd", probabilities, v).flatten(-2)
 
     def _neighbor_layer(
         self,
         index: int,
         hidden: torch.Tensor,
-        mask: "torch.Tensor | None",
+        stack: EncoderStack,
         neighbors: torch.Tensor,
         projections: NeighborProjections,
         untouched: "torch.Tensor | None",
@@ -357,50 +492,60 @@ class NeighborAttentionForSequenceClassification(PairzooPreTrainedModel):
         update: bool,
     ) -> "tuple[torch.Tensor, torch.Tensor | None]":
         """One encoder layer with neighbor attention, LN((1-alpha) h_s + alpha h_b + h) then the frozen FFN, and (with
-        `update`) the neighbour update m <- LN(f(MHA(Q m, K_b z, V_b z)) + m), z_i = [sg(h_i), sg(h_[MASK]), m_i].
+        `update`) the neighbour update m <- LN(f(MHA(Q m, K_b z, V_b z)) + m), z_i = [sg(h_i), sg(h_[MASK]), m_i]
+        (pre-LN layouts: the module docstring's analogue).
 
-        r_i and z_i share their rows, so K_b and V_b are applied once to sg(h) and to m and the results reused.
+        The layer runs through its own module (`stack.run`); a forward pre-hook on its output projection replaces the
+        attention context ctx_s by (1 - alpha) ctx_s + alpha ctx_b (ctx_s for untouched tokens). r_i and z_i share
+        their rows, so K_b and V_b are applied once to sg(h) and to m and the results reused.
         """
-        layer = self.backbone.encoder.layer[index]
-        attention, output = layer.attention.self, layer.attention.output
-        alpha = self.config.alpha
-        context, _ = attention(hidden, attention_mask=mask)
-        h_s = output.dropout(output.dense(context))
-        frozen = hidden.detach()
+        backbone, alpha = self.backbone, self.config.alpha
+        frozen = attention_input(backbone, index, hidden.detach())
+        read_neighbors = attention_input(backbone, index, neighbors)
         key_h, value_h = projections.key(frozen).unsqueeze(2), projections.value(frozen).unsqueeze(2)
-        key_m, value_m = projections.key(neighbors), projections.value(neighbors)
-        h_b = self._per_token_attention(
-            attention,
-            attention.query(hidden).unsqueeze(2),
+        key_m, value_m = projections.key(read_neighbors), projections.value(read_neighbors)
+        context_b = self._per_token_attention(
+            project(backbone, index, "query", attention_input(backbone, index, hidden)).unsqueeze(2),
             torch.cat([key_h, key_m], dim=2),
             torch.cat([value_h, value_m], dim=2),
         ).squeeze(2)
-        h_b = output.dropout(output.dense(h_b))
-        if untouched is not None:
-            h_b = torch.where(untouched.unsqueeze(-1), h_s, h_b)
-        new_hidden = layer.feed_forward_chunk(output.LayerNorm((1 - alpha) * h_s + alpha * h_b + hidden))
+
+        def mix(module: nn.Module, args: tuple) -> tuple:
+            context_s = args[0]
+            mixed = (1 - alpha) * context_s + alpha * context_b
+            if untouched is not None:
+                mixed = torch.where(untouched.unsqueeze(-1), context_s, mixed)
+            return (mixed, *args[1:])
+
+        dense = output_projection(backbone, index)
+        handle = dense.register_forward_pre_hook(mix)
+        try:
+            new_hidden = stack.run(index, hidden)
+        finally:
+            handle.remove()
         if not update:
             return new_hidden, None
         rows = torch.arange(hidden.shape[0], device=hidden.device)
         key_c = key_h[rows, mask_positions].unsqueeze(1).expand(-1, hidden.shape[1], -1, -1)
         value_c = value_h[rows, mask_positions].unsqueeze(1).expand(-1, hidden.shape[1], -1, -1)
         updated = self._per_token_attention(
-            attention,
-            attention.query(neighbors),
+            project(backbone, index, "query", read_neighbors),
             torch.cat([key_h, key_c, key_m], dim=2),
             torch.cat([value_h, value_c, value_m], dim=2),
         )
-        return new_hidden, output.LayerNorm(output.dropout(output.dense(updated)) + neighbors)
+        updated = nn.functional.dropout(dense(updated), hidden_dropout(backbone.config), self.training) + neighbors
+        norm = attention_output_norm(backbone, index)
+        return new_hidden, updated if norm is None else norm(updated)
 
     def decode_mask_logits(self, mask_hidden_state: torch.Tensor) -> torch.Tensor:
         """Vocabulary logits (B, V) of [MASK] states (B, d): the MLM head, or h W_e^T without one."""
-        weight = self.backbone.embeddings.word_embeddings.weight
         if self.lm_head is not None:
-            return self.lm_head(mask_hidden_state, weight)
-        return mask_hidden_state @ weight.T
+            return self.lm_head(mask_hidden_state, self.backbone)
+        return mask_hidden_state @ self._word_embeddings_in_hidden_space().T
 
     # ------------------------------------------------------------------ forward
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: "torch.LongTensor | None" = None,
@@ -408,18 +553,21 @@ class NeighborAttentionForSequenceClassification(PairzooPreTrainedModel):
         mask_positions: "torch.LongTensor | None" = None,
         token_type_ids: "torch.LongTensor | None" = None,
         labels: "torch.LongTensor | None" = None,
-        output_details: bool = False,
-        **kwargs,
+        output_hidden_states: "bool | None" = None,
+        output_internals: bool = False,
     ) -> NeighborAttentionOutput:
         r"""
         Args:
             input_ids (`torch.LongTensor` of shape `(batch_size, sequence_length)`): right-padded prompt input from
                 `encode_neighbor_attention_inputs`.
             attention_mask (`torch.LongTensor` of shape `(batch_size, sequence_length)`): 1 for tokens, 0 for padding.
-            mask_positions (`torch.LongTensor` of shape `(batch_size,)`): position of the label [MASK] per example.
+            mask_positions (`torch.LongTensor` of shape `(batch_size,)`): position of the label [MASK] per example,
+                in [0, sequence_length) (checked where inputs enter: collators, pipelines, `PAIRZOO_CHECK_INPUTS=1`).
             labels (`torch.LongTensor` of shape `(batch_size,)`, *optional*): class indices.
-            output_details (`bool`, *optional*, defaults to `False`): also return the [MASK] and all last hidden
-                states, the neighbour ids and the regulariser values.
+            output_hidden_states (`bool`, *optional*): also return the hidden states after the embeddings and after
+                every layer.
+            output_internals (`bool`, *optional*, defaults to `False`): also return the method's internals: the
+                [MASK] and all last hidden states, the neighbour ids and the regulariser values.
         """
         if input_ids is None:
             raise ValueError("`input_ids` are required.")
@@ -431,40 +579,44 @@ class NeighborAttentionForSequenceClassification(PairzooPreTrainedModel):
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         mask_positions = mask_positions.view(-1).long()
-        length = input_ids.shape[1]
-        if bool(((mask_positions < 0) | (mask_positions >= length)).any()):
-            raise ValueError(f"`mask_positions` must lie in [0, {length}), got {mask_positions.tolist()}.")
         config = self.config
         rows = torch.arange(input_ids.shape[0], device=input_ids.device)
-        embedding_output = self.backbone.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)
-        mask = create_bidirectional_mask(
-            config=self.backbone.config, inputs_embeds=embedding_output, attention_mask=attention_mask
-        )
+        stack = EncoderStack(self.backbone, attention_mask)
         valid = attention_mask.bool()
         context = valid.clone()
         context[rows, mask_positions] = False
-        hidden, neighbors, neighbor_ids = embedding_output, None, None
+        hidden, neighbors, neighbor_ids = stack.embed(input_ids, token_type_ids), None, None
+        all_hidden = [hidden] if output_hidden_states else None
         reg_m, reg_n = [], []
         untouched = None
         if self.training and self.neighbor_layers and config.untouched_fraction > 0:
             untouched = torch.rand(valid.shape, device=input_ids.device) < config.untouched_fraction
-        for index, layer in enumerate(self.backbone.encoder.layer):
+        for index in range(len(stack)):
             if index not in self.neighbor_layers:
-                hidden = layer(hidden, attention_mask=mask)
+                hidden = stack.run(index, hidden)
+                if all_hidden is not None:
+                    all_hidden.append(hidden)
                 continue
             slot = self.neighbor_layers.index(index)
             projections = self.neighbor_projections[slot]
             if neighbors is None:
                 neighbor_ids = self.select_neighbors(hidden, input_ids)
-                neighbors = self.initial_neighbor_states(hidden, input_ids, neighbor_ids, token_type_ids)
+                neighbors = self.initial_neighbor_states(
+                    hidden, input_ids, neighbor_ids, token_type_ids, attention_mask
+                )
             update = slot < len(self.neighbor_layers) - 1
             new_hidden, new_neighbors = self._neighbor_layer(
-                index, hidden, mask, neighbors, projections, untouched, mask_positions, update
+                index, hidden, stack, neighbors, projections, untouched, mask_positions, update
             )
             mask_source = hidden if config.mask_regularizer_state == "layer_input" else new_hidden
             reg_m.append(self._mask_regularizer(mask_source[rows, mask_positions], neighbors, context))
             reg_n.append(self._neighbor_regularizer(hidden, neighbors, context))
             hidden, neighbors = new_hidden, new_neighbors
+            if all_hidden is not None:
+                all_hidden.append(hidden)
+        hidden = stack.finish(hidden)
+        if all_hidden is not None:
+            all_hidden[-1] = hidden  # the last entry is the last hidden state, as in transformers' encoders
         mask_state = hidden[rows, mask_positions]
         norm = self.classifier_norm
         if norm is None:
@@ -486,13 +638,15 @@ class NeighborAttentionForSequenceClassification(PairzooPreTrainedModel):
                 loss = loss - config.lambda_m * regularizer_m
             if regularizer_n is not None and config.lambda_n > 0:
                 loss = loss - config.lambda_n * regularizer_n
-        if not output_details:
-            return NeighborAttentionOutput(loss=loss, logits=logits)
+        hidden_states = None if all_hidden is None else tuple(all_hidden)
+        if not output_internals:
+            return NeighborAttentionOutput(loss=loss, logits=logits, hidden_states=hidden_states)
         return NeighborAttentionOutput(
             loss=loss,
             logits=logits,
+            hidden_states=hidden_states,
             mask_hidden_state=mask_state,
-            hidden_states=hidden,
+            last_hidden_state=hidden,
             neighbor_ids=neighbor_ids,
             regularizer_m=regularizer_m,
             regularizer_n=regularizer_n,
@@ -517,7 +671,7 @@ class NeighborAttentionForSequenceClassification(PairzooPreTrainedModel):
 
 
 __all__ = [
-    "MaskedLMDecoder",
+    "MaskedLMHead",
     "NeighborAttentionForSequenceClassification",
     "NeighborAttentionOutput",
     "encode_neighbor_attention_inputs",

@@ -11,14 +11,16 @@ with O the last hidden state; the c-sts head reads AO (paper sections 3.1-3.2).
 Because S and C are disjoint, X = SCAttn + CSAttn (A restricted to the two off-diagonal blocks, zero elsewhere) gives
 both products at once: X . X = SCAttn . CSAttn + CSAttn . SCAttn, block-diagonal; a softmax restricted to each
 row's own block then yields W_S and W_C together. With `pooling="cls"` the head reads only AO's first row, so unless
-the reweighting is requested as output only that row is computed, from the last layer's attention rows of the first
-token and of the condition tokens (same numbers as the full path; W_o then projects one row instead of every token).
+the reweighting is requested as output (`output_internals=True`) only that row is computed, from the last layer's
+attention rows of the first token and of the condition tokens (same numbers as the full path; W_o then projects one
+row instead of every token).
 """
 
 from dataclasses import dataclass
 
 import torch
 from torch import nn
+from transformers.utils import can_return_tuple
 
 from ..configuration.configuration_seaver import SeaverConfig
 from .common import (
@@ -27,17 +29,17 @@ from .common import (
     PairzooPreTrainedModel,
     build_backbone,
     conditional_span_masks,
-    last_layer_attention_probabilities,
     pool_hidden_states,
     similarity_loss_and_scores,
 )
+from .encoders import attention_probabilities, layer_list
 
 
 @dataclass
 class SeaverOutput(ConditionalSimilarityOutput):
     r"""
     Output of [`SeaverForConditionalSimilarity`]: the fields of `ConditionalSimilarityOutput`, plus, when asked with
-    `output_reweighting=True` (and `use_reweighting=True`), what lets anyone check the equations from outside.
+    `output_internals=True` (and `use_reweighting=True`), what lets anyone check the equations from outside.
 
     Args:
         reweighting_sentence (`torch.FloatTensor` of shape `(batch_size, num_reweight_heads, l_s, l_s)`, *optional*):
@@ -112,6 +114,7 @@ class SeaverForConditionalSimilarity(PairzooPreTrainedModel):
             self.head.classifier = nn.Linear(config.flatten_length * hidden, config.num_labels)
         self.post_init()
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: "torch.LongTensor | None" = None,
@@ -122,8 +125,7 @@ class SeaverForConditionalSimilarity(PairzooPreTrainedModel):
         condition_mask: "torch.LongTensor | None" = None,
         output_hidden_states: "bool | None" = None,
         output_attentions: "bool | None" = None,
-        output_reweighting: bool = False,
-        **kwargs,
+        output_internals: bool = False,
     ) -> SeaverOutput:
         r"""
         Args:
@@ -135,8 +137,8 @@ class SeaverForConditionalSimilarity(PairzooPreTrainedModel):
             sentence_mask, condition_mask (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
                 the sentence and condition parts (`encode_conditional_inputs(..., return_span_masks=True)`); when
                 absent they are derived from the separators of `input_ids` (`conditional_span_masks`).
-            output_reweighting (`bool`, *optional*, defaults to `False`): also return W_S, W_C, AO, the last layer's
-                attention probabilities and the span masks.
+            output_internals (`bool`, *optional*, defaults to `False`): also return the method's internals (W_S, W_C,
+                AO, the last layer's attention probabilities and the span masks; with `use_reweighting=True`).
         """
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
@@ -157,14 +159,14 @@ class SeaverForConditionalSimilarity(PairzooPreTrainedModel):
                 sentence_mask, condition_mask = _random_split_masks(attention_mask)
             elif sentence_mask is None:
                 sentence_mask, condition_mask = conditional_span_masks(input_ids, attention_mask)
-            first_row_only = config.pooling == "cls" and not output_reweighting and bool(sentence_mask[:, 0].all())
+            first_row_only = config.pooling == "cls" and not output_internals and bool(sentence_mask[:, 0].all())
             augmented, extras = self._augment(
                 outputs.hidden_states[-2], last_hidden, attention_mask, sentence_mask, condition_mask, first_row_only
             )
         else:
             augmented = last_hidden
         loss, logits, scores = similarity_loss_and_scores(config, self._head_logits(augmented, attention_mask), labels)
-        keep_extras = output_reweighting and config.use_reweighting
+        keep_extras = output_internals and config.use_reweighting
         return SeaverOutput(
             loss=loss,
             logits=logits,
@@ -190,7 +192,7 @@ class SeaverForConditionalSimilarity(PairzooPreTrainedModel):
             if first_row_only:
                 reweighting = self._first_row_reweighting(layer_input, attention_mask, sentence, condition_mask)
             else:
-                attentions = last_layer_attention_probabilities(self.backbone, layer_input, attention_mask)
+                attentions = self._last_layer_attentions(layer_input, attention_mask)
                 reweighting = self._reweighting(self._select_heads(attentions), sentence, condition)
         batch, heads, rows, length = reweighting.shape
         # RO_h = W . O on the two parts, O itself on padding rows; heads concatenated, then merged by W_o. One bmm
@@ -211,6 +213,21 @@ class SeaverForConditionalSimilarity(PairzooPreTrainedModel):
             "sentence_mask": sentence_mask,
             "condition_mask": condition_mask,
         }
+
+    def _last_layer_attentions(
+        self,
+        layer_input: torch.Tensor,
+        attention_mask: torch.Tensor,
+        query_positions: "torch.LongTensor | None" = None,
+    ) -> torch.Tensor:
+        """Post-softmax, pre-dropout attention probabilities (B, H, L, L) of the backbone's last layer, or only the
+        rows of `query_positions` (B, R): (B, H, R, L); padding keys of valid query rows get zero probability.
+
+        `layer_input` holds the hidden states entering the last layer (`encoders.attention_probabilities`: the same
+        probabilities under any attention implementation, in training and evaluation mode).
+        """
+        last = len(layer_list(self.backbone)) - 1
+        return attention_probabilities(self.backbone, last, layer_input, attention_mask, query_positions)
 
     def _select_heads(self, attentions: torch.Tensor) -> torch.Tensor:
         heads = self.config.reweight_heads
@@ -242,7 +259,7 @@ class SeaverForConditionalSimilarity(PairzooPreTrainedModel):
         """
         positions, inside = _span_positions(condition_mask)
         queries = torch.cat([torch.zeros_like(positions[:, :1]), positions], dim=1)
-        attentions = last_layer_attention_probabilities(self.backbone, layer_input, attention_mask, queries)
+        attentions = self._last_layer_attentions(layer_input, attention_mask, queries)
         attentions = self._select_heads(attentions)
         heads = attentions.shape[1]
         first_to_condition = attentions[:, :, 0].gather(2, positions[:, None].expand(-1, heads, -1))

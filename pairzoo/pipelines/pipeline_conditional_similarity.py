@@ -118,15 +118,38 @@ def _check_room(tokenizer, max_length: int, pair: bool) -> None:
         )
 
 
-def _segment_ids(tokenizer, texts: "list[str]", continuation: bool) -> "list[list[int]]":
-    """Token ids of each text without special tokens.
+def _segment_ids(tokenizer, texts: "list[str]") -> "list[list[int]]":
+    """Token ids of each text without special tokens: exactly the tokens the tokenizer gives each text of a pair
+    (`tokenizer(a, b)` tokenizes `a` and `b` on their own), so no text gets a leading space or other join artefact."""
+    return tokenizer(list(texts), add_special_tokens=False)["input_ids"]
 
-    Continuation segments get a leading space, so byte-level BPE tokenizers (RoBERTa) produce the same word tokens as
-    tokenizing the whole `s1 SEP s2 SEP c` string at once (the c-sts reference), without the lone-space token such a
-    join leaves before each separator. For WordPiece (BERT) the result is identical to the reference.
+
+def _special_token_template(tokenizer, texts: int) -> "list[list[int]]":
+    """The special token ids the tokenizer's own template puts around `texts` texts (1: its single-text template,
+    2: its pair template): `[before the first text, between two texts (pair only), after the last]`, each possibly
+    empty. Read from the tokenizer's encoding of one-letter texts and its special tokens mask, so every tokenizer
+    (BERT's `[CLS] A [SEP] B [SEP]`, RoBERTa's `<s> A </s></s> B </s>`) gives its own layout.
+
+    A pair template whose special tokens after the first and after the second text do not both end in the same
+    separator token is a ValueError: `s1 SEP s2 SEP c SEP` inputs and `conditional_span_masks` find the condition
+    by it.
     """
-    prefix = " " if continuation else ""
-    return tokenizer([prefix + t for t in texts], add_special_tokens=False)["input_ids"]
+    probe = tokenizer(*["a", "b"][:texts], return_special_tokens_mask=True)
+    parts: list[list[int]] = [[]]
+    after_special = True
+    for token, special in zip(probe["input_ids"], probe["special_tokens_mask"]):
+        if special:
+            parts[-1].append(token)
+        elif after_special:  # a text starts: the special tokens after it are the next part
+            parts.append([])
+        after_special = bool(special)
+    if texts == 2 and (len(parts) != 3 or not parts[1] or not parts[2] or parts[1][-1] != parts[2][-1]):
+        layout = " ".join(tokenizer.convert_ids_to_tokens(probe["input_ids"]))
+        raise ValueError(
+            f"The tokenizer ({type(tokenizer).__name__}) encodes a text pair as `{layout}`: cross-encoder inputs "
+            "need a tokenizer whose pair template ends each text with the same separator token."
+        )
+    return parts
 
 
 def _truncate_pair(first: "list[int]", second: "list[int]", budget: int) -> "tuple[list[int], list[int]]":
@@ -148,37 +171,45 @@ def encode_conditional_inputs(
     max_length: "int | None" = None,
     return_span_masks: bool = False,
 ) -> "dict[str, torch.Tensor]":
-    """Encode `[CLS] s1 SEP s2 SEP c SEP` (cross-encoder input), padded to the longest example.
+    """Encode `[CLS] s1 SEP s2 SEP c SEP` (cross-encoder input) in the tokenizer's own template, padded to the
+    longest example.
+
+    The special tokens are the tokenizer's (`_special_token_template`): one text gets its single-text encoding, two
+    its pair encoding (the ids of `tokenizer(s1, s2)`), and three chain the pair template, whatever it puts between
+    its two texts also going between the second text and the condition: `[CLS] s1 [SEP] s2 [SEP] c [SEP]` for BERT,
+    `<s> s1 </s></s> s2 </s></s> c </s>` for RoBERTa, XLM-R and MPNet. No token types are returned (the model's
+    default, type 0, throughout).
 
     `sentence2` and `condition` are optional (pair tasks have no condition; conditional classification has no second
     sentence); given ones must be non-empty. When an example exceeds `max_length` the sentences are truncated (longest
     first), never the condition; a condition that cannot fit alone is an error. With `return_span_masks`, also returns
-    `sentence_mask` (first token through the separator after the last sentence) and `condition_mask` (condition
+    `sentence_mask` (first token through the separators after the last sentence) and `condition_mask` (condition
     tokens plus the final separator); padding is in neither.
     """
     sentence1, sentence2, condition = _validate_fields(sentence1, sentence2, condition)
-    if tokenizer.cls_token_id is None or tokenizer.sep_token_id is None:
-        raise ValueError("The tokenizer needs a CLS/BOS token and a SEP token for cross-encoder inputs.")
+    single, pair = _special_token_template(tokenizer, 1), _special_token_template(tokenizer, 2)
     max_length = _resolve_max_length(tokenizer, max_length)
-    cls_id, sep_id, pad_id = tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id or 0
+    pad_id = tokenizer.pad_token_id or 0
 
-    ids1 = _segment_ids(tokenizer, sentence1, continuation=False)
-    ids2 = _segment_ids(tokenizer, sentence2, continuation=True) if sentence2 is not None else None
-    idsc = _segment_ids(tokenizer, condition, continuation=True) if condition is not None else None
+    ids1 = _segment_ids(tokenizer, sentence1)
+    ids2 = _segment_ids(tokenizer, sentence2) if sentence2 is not None else None
+    idsc = _segment_ids(tokenizer, condition) if condition is not None else None
+    texts = 1 + (ids2 is not None) + (idsc is not None)
+    before, between, after = pair if texts > 1 else (single[0], [], single[1])
+    n_special = len(before) + (texts - 1) * len(between) + len(after)
 
     sequences, sentence_lengths = [], []
     for i in range(len(sentence1)):
         a, b = ids1[i], ids2[i] if ids2 is not None else []
         c = idsc[i] if idsc is not None else None
-        n_sep = 1 + (ids2 is not None) + (c is not None)
-        budget = max_length - 1 - n_sep - (len(c) if c is not None else 0)
+        budget = max_length - n_special - (len(c) if c is not None else 0)
         min_sentence_tokens = 1 + (ids2 is not None)
         if budget < min_sentence_tokens:
             if c is None:
                 raise ValueError(
                     f"`max_length`={max_length} leaves no room for the sentences: the special tokens take "
-                    f"{1 + n_sep} and each sentence needs at least one, so max_length must be >= "
-                    f"{1 + n_sep + min_sentence_tokens}."
+                    f"{n_special} and each sentence needs at least one, so max_length must be >= "
+                    f"{n_special + min_sentence_tokens}."
                 )
             raise ValueError(
                 f"`condition`[{i}] has {len(c)} tokens and cannot fit in max_length={max_length} next to the "
@@ -188,12 +219,16 @@ def encode_conditional_inputs(
             a, b = _truncate_pair(a, b, budget)
         else:
             a = a[:budget]
-        seq = [cls_id] + a + [sep_id]
+        seq = before + a
         if ids2 is not None:
-            seq += b + [sep_id]
-        sentence_lengths.append(len(seq))
+            seq += between + b
         if c is not None:
-            seq += c + [sep_id]
+            seq += between
+            sentence_lengths.append(len(seq))
+            seq += c + after
+        else:
+            seq += after
+            sentence_lengths.append(len(seq))
         sequences.append(seq)
 
     width = max(len(s) for s in sequences)
@@ -248,8 +283,9 @@ def encode_bi_inputs(
 ) -> "dict[str, torch.Tensor]":
     """Encode bi-encoder inputs: `[CLS] s SEP c SEP` for each sentence, with `sentence_mask` and `condition_mask`.
 
-    Keys for the second sentence carry a `_2` suffix. The condition is required and never truncated (see
-    `encode_conditional_inputs`).
+    Each is the tokenizer's own pair encoding of (sentence, condition), the ids of `tokenizer(s, c)` (`<s> s </s></s>
+    c </s>` for RoBERTa), without token types. Keys for the second sentence carry a `_2` suffix. The condition is
+    required and never truncated (see `encode_conditional_inputs`).
     """
     if condition is None:
         raise ValueError("`condition` is required for bi-encoder inputs.")
@@ -465,11 +501,16 @@ class ScoringPipeline(Pipeline):
         return getattr(config, "backbone_config", None) or config
 
     def _encode_checked(self, examples: "list[dict]", max_length: "int | None" = None) -> "dict[str, torch.Tensor]":
-        """`encode` at `max_length` (default: `default_max_length`), counting the texts that encode to only the
-        unknown token for this call's warning."""
+        """`encode` at `max_length` (default: `default_max_length`), with the model's value checks on the CPU
+        tensors (`check_inputs` of pairzoo models: token ids within the model's vocabulary, so a tokenizer with added
+        tokens the model lacks is a ValueError, not an IndexError inside the embedding), counting the texts that
+        encode to only the unknown token for this call's warning."""
         if max_length is None:
             max_length = default_max_length(self.tokenizer, self.backbone_config)
         encoded = self.encode(examples, max_length=max_length)
+        check_inputs = getattr(self.model, "check_inputs", None)
+        if check_inputs is not None:
+            check_inputs(encoded)
         if self._unknown_only is not None and self.tokenizer.unk_token_id is not None:
             found: dict[str, torch.Tensor] = {}  # a field encoded under several keys (bi's condition) counts once
             for key, fields in self.text_segments(examples).items():

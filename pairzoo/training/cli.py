@@ -30,7 +30,6 @@ import dataclasses
 import importlib.util
 import inspect
 import json
-import logging
 import math
 import os
 import shutil
@@ -45,15 +44,18 @@ from pathlib import Path
 import torch
 from datasets import Dataset, DatasetDict
 from safetensors import SafetensorError, safe_open
-from transformers import HfArgumentParser, Trainer, TrainerCallback, TrainingArguments, set_seed
+from transformers import Trainer, TrainerCallback, TrainingArguments, set_seed
 from transformers.integrations import get_available_reporting_integrations
 from transformers.integrations.integration_utils import INTEGRATION_TO_CALLBACK
 from transformers.optimization import TYPE_TO_SCHEDULER_FUNCTION
+from transformers.trainer import OPTIMIZER_NAME, OPTIMIZER_NAME_BIN, SCHEDULER_NAME, TRAINER_STATE_NAME
 from transformers.trainer_callback import TrainerState
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, SchedulerType
+from transformers.utils import CONFIG_NAME, SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, logging
 
 from ..backbones import load_tokenizer
 from ..configuration.common import check_max_length
+from ..console import ConsoleArguments, OneLineErrorParser
 from ..fileio import (
     check_folder_free,
     check_output_folder,
@@ -78,7 +80,7 @@ from .data import (
 )
 from .metrics import compute_metrics_fn, positive_class
 
-logger = logging.getLogger(__name__)
+logger = logging.get_logger(__name__)
 
 DEFAULT_OUTPUT_DIR = "outputs/train"
 PAIR_TASKS = ("pair-regression", "pair-classification")
@@ -152,7 +154,11 @@ class DataArguments:
     synthetic_validation_size: int = field(default=400, metadata={"help": "Rows of the synthetic validation split."})
     data_seed_split: int = field(default=0, metadata={"help": "Seed of the synthetic data and derived splits."})
     export: bool = field(
-        default=True, metadata={"help": "Write the Hub export folder <output_dir>/export at the end."}
+        default=True,
+        metadata={
+            "help": "Write the Hub export folder <output_dir>/export at the end (--no_export: only checkpoints and "
+            "metrics.json)."
+        },
     )
 
     def __post_init__(self) -> None:
@@ -199,10 +205,10 @@ class NonFiniteLossError(FloatingPointError):
     """Training met a non-finite loss (or would have saved non-finite weights) and stopped."""
 
 
-TRAINER_STATE_FILE = "trainer_state.json"  # written last into a checkpoint folder: its presence marks it complete
-WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json")
-OPTIMIZER_FILES = ("optimizer.pt", "optimizer.bin")
-SCHEDULER_FILE = "scheduler.pt"
+# A checkpoint folder's files, as the Trainer names them; it writes TRAINER_STATE_NAME last, so its presence marks a
+# folder written to the end.
+WEIGHT_FILES = (SAFE_WEIGHTS_NAME, SAFE_WEIGHTS_INDEX_NAME)
+OPTIMIZER_FILES = (OPTIMIZER_NAME, OPTIMIZER_NAME_BIN)
 
 
 def _missing_checkpoint_parts(path: Path) -> list[str]:
@@ -213,14 +219,14 @@ def _missing_checkpoint_parts(path: Path) -> list[str]:
     names = {entry.name for entry in path.iterdir()}
     deepspeed = any(name.startswith("global_step") for name in names)
     optimizer_folder = any("optimizer" in name and (path / name).is_dir() for name in names)
-    missing = [name for name in (TRAINER_STATE_FILE, "config.json") if name not in names]
+    missing = [name for name in (TRAINER_STATE_NAME, CONFIG_NAME) if name not in names]
     if not deepspeed:
         if not names & set(WEIGHT_FILES):
             missing.append(WEIGHT_FILES[0])
         if not names & set(OPTIMIZER_FILES) and not optimizer_folder:
             missing.append(OPTIMIZER_FILES[0])
-        if SCHEDULER_FILE not in names:
-            missing.append(SCHEDULER_FILE)
+        if SCHEDULER_NAME not in names:
+            missing.append(SCHEDULER_NAME)
     return missing
 
 
@@ -229,7 +235,8 @@ def complete_checkpoints(output_dir: "str | os.PathLike") -> list[Path]:
 
     The Trainer writes `trainer_state.json` after the weights, optimizer, scheduler and RNG states, so a folder
     without it is what a kill during saving leaves behind; a folder without the config, weights, optimizer or
-    scheduler state cannot be resumed exactly either. Neither is ever resumed from.
+    scheduler state cannot be resumed exactly either. Neither is ever resumed from (the newest folder,
+    `transformers.trainer_utils.get_last_checkpoint`, may be such a folder).
     """
     folder = Path(output_dir)
     if not folder.is_dir():
@@ -237,7 +244,7 @@ def complete_checkpoints(output_dir: "str | os.PathLike") -> list[Path]:
     found = []
     for path in folder.glob(f"{PREFIX_CHECKPOINT_DIR}-*"):
         step = path.name[len(PREFIX_CHECKPOINT_DIR) + 1 :]
-        if step.isdigit() and path.is_dir() and not _missing_checkpoint_parts(path):
+        if step.isdecimal() and path.is_dir() and not _missing_checkpoint_parts(path):
             found.append((int(step), path))
     return [path for _, path in sorted(found)]
 
@@ -252,8 +259,8 @@ def resolve_resume_checkpoint(value: "str | None", output_dir: "str | os.PathLik
         if not checkpoints:
             raise FileNotFoundError(
                 f"--resume_from_checkpoint {value}: no complete checkpoint in {str(output_dir)!r} "
-                f"(a `{PREFIX_CHECKPOINT_DIR}-<step>` folder with {TRAINER_STATE_FILE}, config.json, "
-                f"{WEIGHT_FILES[0]}, {OPTIMIZER_FILES[0]} and {SCHEDULER_FILE})."
+                f"(a `{PREFIX_CHECKPOINT_DIR}-<step>` folder with {TRAINER_STATE_NAME}, {CONFIG_NAME}, "
+                f"{WEIGHT_FILES[0]}, {OPTIMIZER_FILES[0]} and {SCHEDULER_NAME})."
             )
         return str(checkpoints[-1])
     path = Path(value)
@@ -274,7 +281,7 @@ def _check_checkpoint_files(checkpoint: str) -> None:
     scheduler archives (`torch.save` writes zip files; a truncated one has no central directory)."""
     folder = Path(checkpoint)
     hint = "resume from an earlier checkpoint by its path, or delete this one"
-    state_file = folder / TRAINER_STATE_FILE
+    state_file = folder / TRAINER_STATE_NAME
     try:
         state = TrainerState.load_from_json(str(state_file))
     except (ValueError, TypeError, UnicodeDecodeError) as err:  # JSONDecodeError is a ValueError
@@ -297,7 +304,7 @@ def _check_checkpoint_files(checkpoint: str) -> None:
             raise ValueError(
                 f"checkpoint file {str(folder / shard)!r} is corrupt or truncated ({err}); {hint}."
             ) from err
-    for name in (*OPTIMIZER_FILES, SCHEDULER_FILE):
+    for name in (*OPTIMIZER_FILES, SCHEDULER_NAME):
         path = folder / name
         if path.is_file() and not zipfile.is_zipfile(path):
             raise ValueError(
@@ -323,7 +330,7 @@ def _config_differences(saved: dict, current: dict, prefix: str = "") -> list[st
 
 def _checkpoint_differences(folder: Path, config) -> list[str]:
     """How the `config.json` of checkpoint `folder` differs from `config` (nothing when it has none)."""
-    config_file = folder / "config.json"
+    config_file = folder / CONFIG_NAME
     if not config_file.is_file():
         return []
     try:
@@ -986,10 +993,6 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Tra
         return undefined_to_none(result)
 
 
-class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    """Defaults after each flag's help; the description and the model/data set lists keep their line breaks."""
-
-
 def _wrap(text: str, indent: str = "", first: "str | None" = None) -> list[str]:
     return textwrap.wrap(
         text, 116, initial_indent=indent if first is None else first, subsequent_indent=indent, break_on_hyphens=False
@@ -1031,32 +1034,16 @@ _DESCRIPTION = (
 )
 
 
-class OneLineErrorParser(HfArgumentParser):
-    """`HfArgumentParser` whose errors (an unknown choice, a value of the wrong type) are a ValueError naming the flag,
-    which the command line prints as one line, not argparse's usage text of every flag and an exit."""
-
-    def error(self, message: str):
-        raise ValueError(message)
-
-
-def build_parser() -> HfArgumentParser:
-    """The argument parser of `python -m pairzoo.train`: pairzoo's flags, then `transformers.TrainingArguments`."""
+def build_parser() -> OneLineErrorParser:
+    """The argument parser of `python -m pairzoo.train`: pairzoo's flags, then `transformers.TrainingArguments`, then
+    `--traceback`."""
     parser = OneLineErrorParser(
-        (ModelArguments, DataArguments, TrainingArguments),
+        (ModelArguments, DataArguments, TrainingArguments, ConsoleArguments),
         prog="python -m pairzoo.train",
         description="\n".join(_wrap(_DESCRIPTION)),
         epilog=_help_epilog(),
-        formatter_class=_HelpFormatter,
     )
-    for action in parser._actions:
-        if "--output_dir" in action.option_strings:
-            action.default = DEFAULT_OUTPUT_DIR
-            action.help = "Folder for checkpoints, metrics.json and export/."
-        elif "--no_export" in action.option_strings:
-            action.help = "Do not write the export folder (only checkpoints and metrics.json)."
-    parser.add_argument(
-        "--traceback", action="store_true", help="On an error in the input, show the Python traceback, not one line."
-    )
+    parser.set_defaults(output_dir=DEFAULT_OUTPUT_DIR)
     return parser
 
 
@@ -1070,8 +1057,8 @@ def parse_args(argv: "list[str] | None" = None) -> "tuple[ModelArguments, DataAr
         os.environ.setdefault("ACCELERATE_USE_CPU", "true")
     parser = build_parser()
     _check_raw_training_flags(parser.parse_known_args(argv)[0])
-    model_args, data_args, training_args, extra = parser.parse_args_into_dataclasses(args=argv)
-    return model_args, data_args, training_args, extra.traceback
+    model_args, data_args, training_args, console = parser.parse_args_into_dataclasses(args=argv)
+    return model_args, data_args, training_args, console.traceback
 
 
 def is_installed(package: str) -> bool:
@@ -1119,7 +1106,6 @@ __all__ = [
     "GuardedTrainer",
     "ModelArguments",
     "NonFiniteLossError",
-    "OneLineErrorParser",
     "PlainModesOnSave",
     "TrainingStatsCallback",
     "build_parser",

@@ -18,14 +18,15 @@ since the Trainer drops columns its model's `forward` does not take (the texts) 
 """
 
 import dataclasses
-import logging
 import math
 from dataclasses import dataclass, fields
 
 import torch
 from datasets import Dataset
+from transformers.utils import logging
 
 from ..configuration.common import check_max_length
+from ..modeling.common import check_input_values, input_vocab_size
 from ..modeling.modeling_neighbor_attention import encode_neighbor_attention_inputs, resolve_label_words
 from ..pipelines.pipeline_conditional_similarity import (
     _segment_ids,
@@ -36,21 +37,26 @@ from ..pipelines.pipeline_conditional_similarity import (
     validate_texts,
 )
 
-logger = logging.getLogger(__name__)
+logger = logging.get_logger(__name__)
 
 
 @dataclass
 class ConditionalPairCollator:
     """Batches rows with `sentence1`, optional `sentence2`/`condition` and `label` for cross-encoders
-    (`input_format = "cross"`: `[CLS] s1 SEP s2 SEP c SEP`).
+    (`input_format = "cross"`: `[CLS] s1 SEP s2 SEP c SEP` with the tokenizer's own separators,
+    `encode_conditional_inputs`).
 
     Regression labels must be finite and within `label_range` when one is given; class labels must be valid indices.
+    Every batch gets the model's value checks (`pairzoo.modeling.common.check_input_values`: token ids within
+    `vocab_size`, the model's vocabulary, when given; `mask_positions` within the sequence; labels) here, on CPU
+    tensors, so the model's forward needs none.
     """
 
     tokenizer: object
     max_length: int = 128
     num_labels: int = 1
     label_range: "tuple[float, float] | None" = None
+    vocab_size: "int | None" = None
 
     encoder = staticmethod(encode_conditional_inputs)
     text_fields = ("sentence1", "sentence2", "condition")  # the row fields this collator encodes
@@ -88,6 +94,7 @@ class ConditionalPairCollator:
             )
         if label_key in rows[0]:
             batch["labels"] = self._labels([r[label_key] for r in rows])
+        check_input_values(batch, self.vocab_size, self.num_labels)
         return batch
 
     def _labels(self, labels: list) -> torch.Tensor:
@@ -129,8 +136,9 @@ class TriEncoderCollator(ConditionalPairCollator):
 
 @dataclass
 class BiEncoderCollator(ConditionalPairCollator):
-    """Rows for bi-encoders (`input_format = "bi"`): `[CLS] s SEP c SEP` per sentence with `sentence_mask` /
-    `condition_mask` (second-sentence keys end in `_2`); the condition is required."""
+    """Rows for bi-encoders (`input_format = "bi"`): `[CLS] s SEP c SEP` per sentence (the tokenizer's pair encoding
+    of sentence and condition) with `sentence_mask` / `condition_mask` (second-sentence keys end in `_2`); the
+    condition is required."""
 
     encoder = staticmethod(encode_bi_inputs)
 
@@ -171,13 +179,15 @@ COLLATORS = {
 def make_collator(
     model, tokenizer, max_length: int, label_range: "tuple[float, float] | None" = None
 ) -> ConditionalPairCollator:
-    """The collator for `model.input_format` (`cross` by default)."""
+    """The collator for `model.input_format` (`cross` by default); token ids are checked against the model's
+    vocabulary."""
     input_format = getattr(model, "input_format", "cross")
     if input_format not in COLLATORS:
         raise ValueError(f"no collator for input_format {input_format!r}; known: {sorted(COLLATORS)}.")
     collator_class = COLLATORS[input_format]
     extra = {"model_config": model.config} if "model_config" in {f.name for f in fields(collator_class)} else {}
-    return collator_class(tokenizer, max_length, model.config.num_labels, label_range, **extra)
+    vocab_size = input_vocab_size(model.config)
+    return collator_class(tokenizer, max_length, model.config.num_labels, label_range, vocab_size, **extra)
 
 
 def _shortest_input(collator: ConditionalPairCollator, fields: "list[str]") -> int:
@@ -214,7 +224,7 @@ def check_training_data(
         )
     whole_condition = collator.keeps_condition_whole and "condition" in text_fields
     # `shortest` holds a one-token condition; a row needs that plus the rest of its condition's tokens
-    condition_overhead = shortest - len(_segment_ids(tokenizer, ["a"], continuation=True)[0])
+    condition_overhead = shortest - len(_segment_ids(tokenizer, ["a"])[0])
     for split, data in splits.items():
         where = f"dataset {dataset!r}" + (f", {split} split" if split else "")
         texts = {field: list(data[field]) for field in text_fields}
@@ -225,10 +235,7 @@ def check_training_data(
                 collator._labels(list(data["label"]))
         except ValueError as err:
             raise ValueError(f"{where}: {err} ([i] is the row)") from err
-        ids = {
-            field: _segment_ids(tokenizer, values, continuation=field != "sentence1")
-            for field, values in texts.items()
-        }
+        ids = {field: _segment_ids(tokenizer, values) for field, values in texts.items()}
         if whole_condition:
             for row, condition in enumerate(ids["condition"]):
                 if condition_overhead + len(condition) > max_length:

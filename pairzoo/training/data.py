@@ -9,7 +9,6 @@ The shared data is read from its folder, never copied into the repository.
 
 import csv
 import dataclasses
-import logging
 import math
 import os
 import random
@@ -19,11 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Value
+from transformers.utils import logging
 
 from ..pipelines.pipeline_conditional_similarity import is_visible
 from .synthetic import make_synthetic_dataset
 
-logger = logging.getLogger(__name__)
+logger = logging.get_logger(__name__)
 
 DATA_DIR_ENV = "PAIRZOO_DATA_DIR"
 

@@ -25,16 +25,17 @@ Keyword sets:
 - `pair` (SICK-E, RTE, anything without explanations): the content words of the input pair itself. Also a proxy.
 """
 
-import argparse
 import csv
 import json
 import re
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+from ..console import ConsoleArguments, OneLineErrorParser, run_command
 from ..modeling.modeling_neighbor_attention import encode_neighbor_attention_inputs, resolve_label_words
 from .data import load_dataset
 
@@ -141,7 +142,7 @@ def evaluate_expressiveness(
                 connecting_tokens=config.connecting_tokens,
                 prompt_format=config.prompt_format,
             )
-            out = model(**{key: value.to(device) for key, value in batch.items()}, output_details=True)
+            out = model(**{key: value.to(device) for key, value in batch.items()}, output_internals=True)
             logits = model.decode_mask_logits(out.mask_hidden_state)
             logits[:, special] = float("-inf")
             top = logits.topk(k, dim=-1).indices.tolist()
@@ -173,20 +174,36 @@ def evaluate_expressiveness(
             module.training = mode
 
 
+PROG = "pairzoo.training.expressiveness"
+
+
+@dataclass
+class ExpressivenessArguments:
+    """The model, the rows and keywords it is scored on, and k."""
+
+    model_dir: str = field(metadata={"help": "A saved or exported neighbor-attention model folder."})
+    dataset: str = field(default="snli", metadata={"help": "pairzoo data set name (snli = e-SNLI dev)."})
+    split: str = field(default="validation", metadata={"help": "Split of --dataset."})
+    esnli_csv: str | None = field(
+        default=None, metadata={"help": "Official esnli_dev.csv: use its highlights as keywords."}
+    )
+    keywords: str | None = field(
+        default=None, metadata={"help": "pair or esnli-proxy (None: esnli-proxy for snli, else pair)."}
+    )
+    k: int = field(default=20, metadata={"help": "Decoded tokens compared with the keywords."})
+    max_samples: int | None = field(default=None, metadata={"help": "First N rows of the split."})
+    max_length: int = field(default=96, metadata={"help": "Maximum tokens per example."})
+    batch_size: int = field(default=32, metadata={"help": "Examples per forward pass."})
+    output: str | None = field(default=None, metadata={"help": "Write the metrics JSON here too."})
+
+
 def main(argv: "list[str] | None" = None) -> dict:
-    """`python -m pairzoo.training.expressiveness --model_dir DIR --dataset sick-e [--k 20] [--max_samples N]`."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model_dir", required=True, help="A saved or exported neighbor-attention model folder.")
-    parser.add_argument("--dataset", default="snli", help="pairzoo data set name (snli = e-SNLI dev).")
-    parser.add_argument("--split", default="validation")
-    parser.add_argument("--esnli_csv", default=None, help="Official esnli_dev.csv: use its highlights as keywords.")
-    parser.add_argument("--keywords", default=None, help="pair or esnli-proxy (default: esnli-proxy for snli).")
-    parser.add_argument("--k", type=int, default=20)
-    parser.add_argument("--max_samples", type=int, default=None, help="First N rows of the split.")
-    parser.add_argument("--max_length", type=int, default=96)
-    parser.add_argument("--batch_size", type=int, default=32)
-    parser.add_argument("--output", default=None, help="Write the metrics JSON here too.")
-    args = parser.parse_args(argv)
+    """`python -m pairzoo.training.expressiveness --model_dir DIR --dataset sick-e [--k 20] [--max_samples N]`:
+    prints the metrics as JSON on stdout."""
+    parser = OneLineErrorParser(
+        (ExpressivenessArguments, ConsoleArguments), prog=f"python -m {PROG}", description=__doc__.split("\n")[0]
+    )
+    args, _ = parser.parse_args_into_dataclasses(args=sys.argv[1:] if argv is None else argv)
     import pairzoo  # noqa: F401  (registers the model classes with the Auto classes)
 
     model = AutoModelForSequenceClassification.from_pretrained(args.model_dir)
@@ -211,4 +228,4 @@ def main(argv: "list[str] | None" = None) -> dict:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    sys.exit(run_command(PROG, main))

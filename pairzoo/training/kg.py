@@ -48,6 +48,7 @@ from transformers.utils import ModelOutput
 
 from ..backbones import load_tokenizer
 from ..configuration.common import check_max_length
+from ..console import ConsoleArguments, OneLineErrorParser
 from ..fileio import write_text_atomic
 from ..metrics import load_metric
 from ..pipelines.pipeline_conditional_similarity import encode_bi_inputs, encode_tri_inputs
@@ -55,7 +56,6 @@ from ..registry import create_model
 from .cli import (
     GuardedTrainer,
     NonFiniteLossError,
-    OneLineErrorParser,
     check_number,
     check_output_dir,
     check_world_size,
@@ -527,14 +527,15 @@ class KgArguments:
     dataloader_num_workers: int = field(
         default=0,
         metadata={
-            "help": "Processes that build training batches beside the training loop (0: the loop builds them). A "
-            "256-row batch costs the collator about 0.12 s of one CPU core (tokenising three texts a row); on a "
-            "GPU, enough workers that batches keep up with the steps (one per run kept nine runs sharing an H100 "
-            "GPU-bound)."
+            "help": "Processes that build training batches beside the training loop (0: the loop builds them; the "
+            "collator tokenises three texts a row). On a GPU, use enough that batches keep up with the steps."
         },
     )
     seed: int = field(default=0, metadata={"help": "Seed of model init, data order and dropout."})
-    export: bool = field(default=True, metadata={"help": "Write the Hub export folder <output_dir>/export."})
+    export: bool = field(
+        default=True,
+        metadata={"help": "Write the Hub export folder <output_dir>/export (--no_export: only metrics.json)."},
+    )
 
 
 def _validate(args: KgArguments) -> None:
@@ -726,9 +727,8 @@ def run_kg(args: KgArguments) -> dict:
 
 def parse_args(argv: "list[str] | None" = None) -> KgArguments:
     """`KgArguments` of `argv` (default `sys.argv[1:]`)."""
-    (args,) = OneLineErrorParser(KgArguments, prog="python -m pairzoo.train_kg").parse_args_into_dataclasses(
-        args=sys.argv[1:] if argv is None else argv
-    )
+    parser = OneLineErrorParser((KgArguments, ConsoleArguments), prog="python -m pairzoo.train_kg")
+    args, _ = parser.parse_args_into_dataclasses(args=sys.argv[1:] if argv is None else argv)
     return args
 
 

@@ -1,0 +1,56 @@
+"""What a method module of the zoo fills in besides its `ModelSpec`: the quality benchmark's arms and comparisons
+(`benchmarks/quality.py` runs them) and the entries `make zoo` trains (`pairzoo.make_zoo`)."""
+
+from dataclasses import dataclass, field
+
+# The quality benchmark's profiles (`benchmarks/quality.py`'s `PROFILES`) an arm or comparison can be limited to: the
+# peer profiles (the peer's budget and the GPU grid) and the earlier ones, whose committed run files name exactly the
+# arms that had no `profiles` restriction then.
+PEER_PROFILES = ("cpu-full", "gpu")
+EARLIER_PROFILES = ("cpu-small", "cpu-medium", "full")
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One model configuration of a comparison: `label` names it in tables; `train_args` only where the method's
+    paper trains it differently (e.g. a larger learning rate for parameter-efficient training); `profiles`: the
+    profiles that run it (None: all); `adapted`: it trains on the run's backbone after the task-adaptive MLM step
+    (`adapted_backbone`)."""
+
+    label: str
+    model: str
+    overrides: dict = field(default_factory=dict)
+    train_args: dict = field(default_factory=dict)
+    profiles: "tuple | None" = None
+    adapted: bool = False
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A method's arms against its baseline (the first arm a profile runs) on `datasets`, with the same training
+    arguments. `expressiveness`: after training, also measure Recall@20 / Precision@20 of the decoded [MASK] state
+    (`pairzoo.training.expressiveness`) on the run's dev split and, for SICK-E runs, on e-SNLI dev. `profiles`: the
+    profiles that run it (None: all)."""
+
+    name: str
+    arms: tuple
+    datasets: tuple
+    train_args: dict = field(default_factory=dict)
+    expressiveness: bool = False
+    profiles: "tuple | None" = None
+
+    @property
+    def baseline(self) -> Arm:
+        return self.arms[0]
+
+
+@dataclass(frozen=True)
+class ZooEntry:
+    """One model of the zoo: a method's recommended configuration on its home task."""
+
+    name: str  # the entry's folder under the output dir
+    model: str  # pairzoo registry name
+    dataset: str
+    overrides: dict = field(default_factory=dict)  # config overrides (`--config_overrides`)
+    train_args: dict = field(default_factory=dict)  # on top of the profile's recipe
+    why: str = ""  # why this configuration and data set

@@ -2,7 +2,7 @@
 
 A misspelt or mistyped hyper-parameter, given to `create_model`, to a config class, through `--config_overrides` or in
 a config.json, raises a ValueError naming the field (and its close match, for a misspelling) before anything is
-written. The checks come from each config's `__init__` signature (`PairzooConfig` in
+written. The checks come from each config's typed fields and `validate_*` hooks (`PairzooConfig` in
 pairzoo/configuration/common.py); transformers' generic config keys stay allowed and every method's config still
 round-trips through save_pretrained/from_pretrained. Also here: the tiny 2-layer backbones build Comateformer and
 neighbor attention with their defaults (the paper's placement clamped to the depth).
@@ -83,7 +83,7 @@ CASES = [
     Case("typo-config-class", _config(ComateformerConfig, diference_fn="tanh"), r"did you mean `difference_fn`\?"),
     Case("typo-saved-config-json", _saved_config(poolng="mean"), r"`poolng`; did you mean `pooling`\?"),
     Case("unknown-key-lists-fields", _model("csr", zzz=1), r"Unknown CsrConfig field `zzz`; the CsrConfig fields are "
-         r"\['backbone_config', 'architecture', 'use_router'"),
+         r"\['backbone_config', 'label_min', 'label_max', 'architecture', 'use_router'"),
     Case("backbone-key-given-to-method", _model("cross-encoder", hidden_dropout_prob=0.3),
          r"`hidden_dropout_prob`: it is a field of the backbone's config \(`backbone_config.hidden_dropout_prob`\)"),
     Case("backbone-config-override", _model("cross-encoder", backbone_config={"model_type": "bert"}),
@@ -246,9 +246,7 @@ def test_tuples_for_lists_and_ints_for_floats_are_accepted():
 class _ExtendedConfig(CrossEncoderConfig):
     """A config that adds a field, as a new option of a method config would."""
 
-    def __init__(self, new_option: "int | None" = None, **kwargs):
-        self.new_option = new_option
-        super().__init__(**kwargs)
+    new_option: int | None = None
 
 
 def test_a_new_annotated_field_is_checked_with_the_inherited_ones():
@@ -288,7 +286,7 @@ def test_a_field_set_after_construction_is_checked_when_a_model_is_built(name, f
 def test_rechecking_a_valid_config_changes_nothing(name):
     model = create_model(name, backbone="tiny-bert")
     before = model.config.to_dict()
-    model.config.revalidate()
+    model.config.validate()
     rebuilt = type(model)(model.config)
     assert model.config.to_dict() == before and rebuilt.config.to_dict() == before
 

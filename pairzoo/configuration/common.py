@@ -1,31 +1,32 @@
 """Validation helpers shared by every pairzoo configuration.
 
-Hub exports inline this module into each exported configuration file, so it imports transformers, math and typing
-only (exported code imports torch, transformers, math, typing and dataclasses only).
+Hub exports inline this module into each exported configuration file, so it imports transformers and the standard
+library only.
 
-How a configuration declares its fields: every method config derives from `PairzooConfig` (directly or through
-`LabelScaleConfig` / `LabelledConfig`) and lists its hyper-parameters as keyword parameters of its own `__init__`,
-each annotated with its type (a type, or a string such as `"float | None"` or `"list[int] | None"`), followed by
-`**kwargs` for transformers' generic keys (a config extending another one adds its own parameters and passes the
-others on through `**kwargs`). Before that `__init__` runs (in `PairzooConfig.__new__`), every instantiation is
-checked:
+How a configuration declares its fields, in transformers 5's style: every method config derives from `PairzooConfig`
+(directly or through `LabelScaleConfig` / `LabelledConfig`), which transformers makes a keyword-only dataclass, and
+declares each hyper-parameter as a typed class field with its default (`alpha: float = 2.0`). A config extending
+another one declares its new fields the same way. Every instantiation is then checked (`PairzooConfig.__post_init__`):
 
-- a keyword that is neither a parameter of the `__init__` nor one of transformers' generic config keys
-  (`TRANSFORMERS_CONFIG_KEYS`) is a ValueError naming it and its closest field (`closest_name`);
-- the value of every annotated parameter must have its annotated type (`check_type`): `bool` only True/False, `int`
-  an int but not a bool, `float` a finite int or float, `str` a string, `None` only where the annotation allows it,
-  `list[X]` a list (or tuple) of X. Choices, ranges and checks across fields stay in the `__init__` itself.
+- a keyword that is neither a field nor one of transformers' generic config keys (`TRANSFORMERS_CONFIG_KEYS`) is a
+  ValueError naming it and its closest field (`closest_name`), or the backbone config it belongs to;
+- the value of every field must have its declared type (`check_type`): `bool` only True/False, `int` an int but not a
+  bool, `float` a finite int or float (stored as a float), `str` a string, `None` only where the type allows it,
+  `list[X]` a list (or tuple, stored as a list) of X;
+- `derive_defaults` fills in what a field's `None` stands for where that depends on other fields or the backbone;
+- every `validate_*` method of the pairzoo classes (choices, ranges, checks across fields) runs, base classes first.
 
-A value set on a config after its construction (`config.alpha = float("nan")`) is checked when a model is built from
-it: `PairzooPreTrainedModel.__init__` calls `PairzooConfig.revalidate`, which runs the constructor's checks again.
-
-A new field therefore only needs its annotated parameter; unannotated parameters (`backbone_config`, turned into a
-config by `coerce_backbone_config`) are checked by the `__init__` alone.
+`validate()` runs the type checks and hooks again on the current values: models call it when they are built and
+`save_pretrained` before it writes, so a value set after construction (`config.alpha = float("nan")`) gets the same
+one-line ValueError naming the field.
 
 A saved config.json read by `from_pretrained` must be a save of the class reading it (`PairzooConfig.get_config_dict`:
 its `model_type`), and a regression config must state its label scale (`LabelScaleConfig`).
 """
 
+import dataclasses
+import difflib
+import functools
 import math
 import typing
 from typing import Any
@@ -37,7 +38,7 @@ from transformers.configuration_utils import SubConfigSpec
 BACKBONE_SUB_CONFIG = {"backbone_config": SubConfigSpec(config_class=AutoConfig, model_type="bert", optional=True)}
 
 # Generic keys transformers reads from the keyword arguments of any config, or writes onto any config.json, beyond the
-# parameters of `PretrainedConfig.__init__` and the keys of `PretrainedConfig().to_dict()` (both added below, so the
+# fields of `PretrainedConfig` and the keys of `PretrainedConfig().to_dict()` (both added below, so the
 # set follows the installed transformers): keys popped by `PretrainedConfig` itself (older 5.x versions also take
 # `num_labels` as a parameter), `auto_map` and `custom_pipelines` (remote-code exports), `use_cache` and the special
 # token ids (set by the Trainer), `tie_word_embeddings` (read by `PreTrainedModel`) and `quantization_config`.
@@ -63,22 +64,11 @@ _EXTRA_TRANSFORMERS_KEYS = (
 )
 
 
-def init_parameters(init: Any) -> "tuple[str, ...]":
-    """Names of the keyword-capable parameters of an `__init__` after `self` (read from its code object: exported
-    code imports math, typing and dataclasses only, not inspect)."""
-    code = init.__code__
-    return code.co_varnames[1 : code.co_argcount + code.co_kwonlyargcount]
-
-
-def _transformers_config_keys() -> frozenset:
-    init = PretrainedConfig.__init__
-    while hasattr(init, "__wrapped__"):  # transformers >= 5.x wraps its dataclass `__init__` to accept any keyword
-        init = init.__wrapped__
-    keys = set(init_parameters(init)) | set(PretrainedConfig().to_dict()) | set(_EXTRA_TRANSFORMERS_KEYS)
-    return frozenset(keys)
-
-
-TRANSFORMERS_CONFIG_KEYS = _transformers_config_keys()
+TRANSFORMERS_CONFIG_KEYS = frozenset(
+    {f.name for f in dataclasses.fields(PretrainedConfig)}
+    | set(PretrainedConfig().to_dict())
+    | set(_EXTRA_TRANSFORMERS_KEYS)
+)
 
 
 def coerce_backbone_config(backbone_config: "PretrainedConfig | dict | None") -> "PretrainedConfig | None":
@@ -207,12 +197,26 @@ def has_type(value: Any, hint: Any) -> bool:
     return isinstance(value, origin or hint)
 
 
-def check_type(owner: str, field: str, value: Any, annotation: Any, hint: Any) -> None:
-    """Raise a ValueError naming `field` of config class `owner` unless `value` has type `hint`; `annotation` is the
-    annotation as written (shown in the message)."""
+def normalized(value: Any, hint: Any) -> Any:
+    """`value` (which has type `hint`) as it is stored: an int given for a `float` becomes a float, a tuple given for a
+    `list[...]` becomes a list."""
+    origin = typing.get_origin(hint)
+    if origin in _UNIONS:
+        option = next(option for option in typing.get_args(hint) if has_type(value, option))
+        return normalized(value, option)
+    if hint is float:
+        return float(value)
+    if origin is list:
+        items = typing.get_args(hint)
+        return [normalized(item, items[0]) if items else item for item in value]
+    return value
+
+
+def check_type(owner: str, field: str, value: Any, hint: Any) -> None:
+    """Raise a ValueError naming `field` of config class `owner` unless `value` has type `hint`."""
     if has_type(value, hint):
         return
-    expected = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
+    expected = hint.__name__ if isinstance(hint, type) else str(hint)
     finite = " with finite numbers" if _has_non_finite(value) else ""
     raise ValueError(f"{owner} field `{field}` must be `{expected}`{finite}, got {value!r} ({type(value).__name__}).")
 
@@ -223,23 +227,10 @@ def _has_non_finite(value: Any) -> bool:
     return isinstance(value, float) and not math.isfinite(value)
 
 
-def edit_distance(a: str, b: str) -> int:
-    """Levenshtein distance: the fewest single-character insertions, deletions and substitutions from `a` to `b`."""
-    row = list(range(len(b) + 1))
-    for i, char_a in enumerate(a, start=1):
-        diagonal, row[0] = row[0], i
-        for j, char_b in enumerate(b, start=1):
-            diagonal, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, diagonal + (char_a != char_b))
-    return row[-1]
-
-
 def closest_name(name: str, candidates: "list[str]") -> "str | None":
-    """The first of `candidates` nearest to `name` if at most a third of its characters differ (a typo), else None.
-
-    What `difflib.get_close_matches(name, candidates, n=1)` gives for typos; exported code may not import difflib.
-    """
-    best = min(candidates, key=lambda candidate: edit_distance(name, candidate), default=None)
-    return best if best is not None and edit_distance(name, best) <= max(1, len(name) // 3) else None
+    """The candidate nearest to `name` when it looks like a typo of it, else None."""
+    close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.75)
+    return close[0] if close else None
 
 
 def check_known_keys(owner: str, fields: "tuple[str, ...]", keys: "list[str]", backbone_config: Any = None) -> None:
@@ -262,36 +253,49 @@ def check_known_keys(owner: str, fields: "tuple[str, ...]", keys: "list[str]", b
 
 
 class PairzooConfig(PretrainedConfig):
-    """Base of every pairzoo method config: checks the keys and the types of the arguments of every instantiation
-    against the signature of the subclass's `__init__`, before that `__init__` runs (see this module's docstring)."""
+    """Base of every pairzoo method config (see this module's docstring): typed fields, unknown keys refused with
+    their closest field, `derive_defaults` and `validate_*` hooks, all run by `validate()`."""
 
-    def __init_subclass__(cls, **kwargs):
-        init = cls.__dict__.get("__init__")  # read first: transformers gives a class without one a generic `__init__`
-        super().__init_subclass__(**kwargs)
-        if init is not None:  # its own fields, then those of a config it extends (reached through `**kwargs`)
-            own, hints = init_parameters(init), typing.get_type_hints(init)
-            inherited = getattr(cls, "_declared_fields", ())
-            cls._declared_fields = own + tuple(name for name in inherited if name not in own)
-            types = {name: (init.__annotations__[name], hints[name]) for name in own if name in hints}
-            cls._declared_types = {**getattr(cls, "_declared_types", {}), **types}
+    sub_configs_defaults = BACKBONE_SUB_CONFIG
 
-    def __new__(cls, *args, **kwargs):
-        fields = getattr(cls, "_declared_fields", None)
-        if fields is not None:
-            arguments = {**dict(zip(fields, args)), **kwargs}
-            unknown = [key for key in kwargs if key not in fields]
-            check_known_keys(cls.__name__, fields, unknown, arguments.get("backbone_config"))
-            for name, (annotation, hint) in cls._declared_types.items():
-                if name in arguments:
-                    check_type(cls.__name__, name, arguments[name], annotation, hint)
-        return super().__new__(cls)
+    backbone_config: PretrainedConfig | dict | None = None
 
-    def revalidate(self) -> None:
-        """Run every check of this config again on its current values: a field set after construction (e.g.
-        `config.alpha = -1.0`) raises the same ValueError, naming the field, as passing it to the constructor would.
-        Models call it when they are built from the config."""
-        values = {name: getattr(self, name) for name in self._declared_fields if hasattr(self, name)}
-        type(self)(num_labels=self.num_labels, **values)
+    @classmethod
+    def declared_fields(cls) -> "tuple[str, ...]":
+        """The fields pairzoo declares on this class (its own and inherited ones), in declaration order."""
+        return tuple(f.name for f in dataclasses.fields(cls) if f.name not in _TRANSFORMERS_FIELDS)
+
+    def __post_init__(self, **kwargs) -> None:
+        owner = type(self).__name__
+        check_known_keys(owner, self.declared_fields(), list(kwargs), self.backbone_config)
+        self.backbone_config = coerce_backbone_config(self.backbone_config)
+        hints = _field_types(type(self))
+        for name in self.declared_fields():
+            check_type(owner, name, getattr(self, name), hints[name])
+            setattr(self, name, normalized(getattr(self, name), hints[name]))
+        self.derive_defaults(kwargs)
+        super().__post_init__(**kwargs)
+        self.validate()
+
+    def derive_defaults(self, kwargs: dict) -> None:
+        """Fill in the values a field's `None` stands for (they may depend on the backbone) and defaults of
+        transformers' keys in `kwargs` (e.g. `num_labels`), before transformers reads them."""
+
+    def validate(self) -> None:
+        """Check every field again on its current values: its type, then each `validate_*` hook of the pairzoo
+        classes (base classes first), then transformers' own checks. A field set after construction (e.g.
+        `config.alpha = -1.0`) raises the ValueError, naming the field, its constructor would; models call this
+        when they are built, and `save_pretrained` before it writes."""
+        owner = type(self).__name__
+        hints = _field_types(type(self))
+        for name in self.declared_fields():
+            check_type(owner, name, getattr(self, name), hints[name])
+        for klass in reversed(type(self).__mro__):
+            if isinstance(klass, type) and issubclass(klass, PairzooConfig):
+                for name, member in vars(klass).items():
+                    if name.startswith("validate_") and callable(member):
+                        member(self)
+        super().validate()
 
     @classmethod
     def get_config_dict(cls, pretrained_model_name_or_path: Any, **kwargs) -> "tuple[dict, dict]":
@@ -316,15 +320,50 @@ class PairzooConfig(PretrainedConfig):
         return config_dict, unused
 
 
+_TRANSFORMERS_FIELDS = frozenset(f.name for f in dataclasses.fields(PretrainedConfig))
+
+
+@functools.cache
+def _field_types(cls: type) -> dict:
+    """The annotation of each pairzoo field of config class `cls` (a type, as written without
+    `from __future__ import annotations`)."""
+    hints = {f.name: f.type for f in dataclasses.fields(cls) if f.name not in _TRANSFORMERS_FIELDS}
+    for name, hint in hints.items():
+        if isinstance(hint, str):
+            raise TypeError(f"{cls.__name__} field `{name}` is annotated with the string {hint!r}: write the type.")
+    return hints
+
+
 class LabelScaleConfig(PairzooConfig):
-    """Base of configs with a regression label scale, `label_min` and `label_max` (checked by `check_label_scale`).
+    """Base of configs with a regression label scale, `label_min` and `label_max`, and one label by default.
 
     A regression model (one label) maps its outputs to that scale, so a saved config must state it: both fields are
     always written, and reading a one-label config without one of them (`from_pretrained`, `AutoConfig`,
-    `from_dict`) is a ValueError naming the field and the file (`check_saved_label_scale`), where the constructor's
-    default would silently move every score. A keyword of the load (`from_pretrained(folder, label_min=0.0)`)
-    supplies a missing value; a config built by its constructor (`create_model`) keeps the defaults.
+    `from_dict`) is a ValueError naming the field and the file (`check_saved_label_scale`), where the default would
+    silently move every score. A keyword of the load (`from_pretrained(folder, label_min=0.0)`) supplies a missing
+    value; a config built by its constructor (`create_model`) keeps the defaults.
+
+    Args:
+        label_min (`float`, *optional*, defaults to 1.0):
+            Lowest label of the regression scale; labels are mapped to [0, 1] for the loss and predictions back.
+        label_max (`float`, *optional*, defaults to 5.0):
+            Highest label of the regression scale.
     """
+
+    label_min: float = 1.0
+    label_max: float = 5.0
+
+    def derive_defaults(self, kwargs: dict) -> None:
+        super().derive_defaults(kwargs)
+        if self.id2label is None:
+            kwargs.setdefault("num_labels", 1)
+
+    def validate_label_scale(self) -> None:
+        check_label_scale(self.label_min, self.label_max)
+
+    def validate_num_labels(self) -> None:
+        if self.num_labels < 1:
+            raise ValueError(f"`num_labels` must be >= 1, got {self.num_labels}.")
 
     @classmethod
     def get_config_dict(cls, pretrained_model_name_or_path: Any, **kwargs) -> "tuple[dict, dict]":

@@ -3,14 +3,7 @@ Sentence Matching"): combined quasi-attention heads inside a pretrained encoder.
 
 import math
 
-from .common import (
-    BACKBONE_SUB_CONFIG,
-    LabelledConfig,
-    check_choice,
-    check_label_scale,
-    check_range,
-    coerce_backbone_config,
-)
+from .common import LabelledConfig, check_choice, check_range
 
 GATES = ("double_sigmoid", "center")
 AFFINITY_FUNCTIONS = ("tanh", "sigmoid")
@@ -110,43 +103,51 @@ class ComateformerConfig(LabelledConfig):
     """
 
     model_type = "comateformer"
-    sub_configs_defaults = BACKBONE_SUB_CONFIG
 
-    def __init__(
-        self,
-        backbone_config=None,
-        combined_layers: "list[int] | tuple[int, ...] | None" = None,
-        combined_head_fraction: "float | list[float] | tuple[float, ...] | None" = None,
-        alpha: float = 1.0,
-        beta: float = 1.0,
-        gate: str = "double_sigmoid",
-        affinity_fn: str = "tanh",
-        difference_fn: str = "sigmoid",
-        center_affinity: bool = False,
-        center_difference: bool = False,
-        integration: str = "paper",
-        mix_scale: float = 100.0,
-        key_normalization: str = "none",
-        gate_bias: float = 0.0,
-        combined_dropout: bool = True,
-        log_combined_stats: bool = True,
-        pooling: str = "cls",
-        regression_loss: str = "mse",
-        classifier_dropout: "float | None" = None,
-        label_min: float = 0.0,
-        label_max: float = 5.0,
-        **kwargs,
-    ):
-        backbone_config = coerce_backbone_config(backbone_config)
-        num_layers = getattr(backbone_config, "num_hidden_layers", None)
-        if combined_layers is None:
-            combined_layers = default_combined_layers(num_layers)
-            if combined_head_fraction is None:
-                combined_head_fraction = PAPER_HEAD_FRACTIONS[: len(combined_layers)]
-        combined_layers = list(combined_layers)
-        if len(set(combined_layers)) != len(combined_layers):
-            raise ValueError(f"`combined_layers` must not repeat a layer, got {combined_layers}.")
-        for i in combined_layers:
+    combined_layers: list[int] | None = None
+    combined_head_fraction: float | list[float] | None = None
+    alpha: float = 1.0
+    beta: float = 1.0
+    gate: str = "double_sigmoid"
+    affinity_fn: str = "tanh"
+    difference_fn: str = "sigmoid"
+    center_affinity: bool = False
+    center_difference: bool = False
+    integration: str = "paper"
+    mix_scale: float = 100.0
+    key_normalization: str = "none"
+    gate_bias: float = 0.0
+    combined_dropout: bool = True
+    log_combined_stats: bool = True
+    pooling: str = "cls"
+    regression_loss: str = "mse"
+    classifier_dropout: float | None = None
+    label_min: float = 0.0
+
+    def derive_defaults(self, kwargs: dict) -> None:
+        super().derive_defaults(kwargs)
+        if self.combined_layers is None:
+            self.combined_layers = default_combined_layers(getattr(self.backbone_config, "num_hidden_layers", None))
+            if self.combined_head_fraction is None:
+                self.combined_head_fraction = list(PAPER_HEAD_FRACTIONS[: len(self.combined_layers)])
+        if self.combined_head_fraction is None:
+            self.combined_head_fraction = list(PAPER_HEAD_FRACTIONS)
+        if isinstance(self.combined_head_fraction, float):
+            self.combined_head_fraction = [self.combined_head_fraction] * len(self.combined_layers)
+        num_labels = len(self.id2label) if self.id2label is not None else kwargs.get("num_labels", 1)
+        if self.problem_type is None:
+            self.problem_type = "regression" if num_labels == 1 else "single_label_classification"
+        elif self.problem_type == "single_label_classification" and num_labels == 1:
+            raise ValueError(f"`problem_type` {self.problem_type!r} does not fit `num_labels` = {num_labels}.")
+
+    def validate_combined_layers(self) -> None:
+        layers = self.combined_layers
+        if layers is None:
+            raise ValueError("`combined_layers` must list layers; leave it None only when building the config.")
+        if len(set(layers)) != len(layers):
+            raise ValueError(f"`combined_layers` must not repeat a layer, got {layers}.")
+        num_layers = getattr(self.backbone_config, "num_hidden_layers", None)
+        for i in layers:
             if num_layers is None:
                 check_range("combined_layers", i, 0)
             elif not 0 <= i < num_layers:
@@ -155,73 +156,40 @@ class ComateformerConfig(LabelledConfig):
                     f"leave `combined_layers` None for the paper's placement on this depth "
                     f"({default_combined_layers(num_layers)}) or list existing layers."
                 )
-        if combined_head_fraction is None:
-            combined_head_fraction = PAPER_HEAD_FRACTIONS
-        if isinstance(combined_head_fraction, (int, float)):
-            combined_head_fraction = [combined_head_fraction] * len(combined_layers)
-        if not isinstance(combined_head_fraction, (list, tuple)) or len(combined_head_fraction) != len(
-            combined_layers
-        ):
+
+    def validate_combined_head_fraction(self) -> None:
+        fractions = self.combined_head_fraction
+        if not isinstance(fractions, list) or len(fractions) != len(self.combined_layers):
             raise ValueError(
-                f"`combined_head_fraction` must be a number or one number per combined layer ({len(combined_layers)}),"
-                f" got {combined_head_fraction!r}."
+                "`combined_head_fraction` must be a number or one number per combined layer "
+                f"({len(self.combined_layers)}), got {fractions!r}."
             )
-        for fraction in combined_head_fraction:
+        for fraction in fractions:
             check_range("combined_head_fraction", fraction, 0.0, 1.0)
-        check_range("alpha", alpha)
-        check_range("beta", beta, 0.0)
-        check_choice("gate", gate, GATES)
-        check_choice("affinity_fn", affinity_fn, AFFINITY_FUNCTIONS)
-        check_choice("difference_fn", difference_fn, DIFFERENCE_FUNCTIONS)
-        check_choice("integration", integration, INTEGRATIONS)
-        check_range("mix_scale", mix_scale)
-        if not 0 < mix_scale < math.inf:
-            raise ValueError(f"`mix_scale` must be a positive finite number, got {mix_scale!r}.")
-        check_choice("key_normalization", key_normalization, KEY_NORMALIZATIONS)
-        check_range("gate_bias", gate_bias)
-        if not math.isfinite(gate_bias):
-            raise ValueError(f"`gate_bias` must be finite, got {gate_bias!r}.")
-        check_choice("combined_dropout", combined_dropout, (True, False))
-        check_choice("log_combined_stats", log_combined_stats, (True, False))
-        check_choice("pooling", pooling, POOLINGS)
-        check_choice("regression_loss", regression_loss, REGRESSION_LOSSES)
-        if classifier_dropout is not None:
-            check_range("classifier_dropout", classifier_dropout, 0.0, 1.0)
-        check_label_scale(label_min, label_max)
-        if backbone_config is not None:
-            if getattr(backbone_config, "is_decoder", False):
-                raise ValueError("`backbone_config.is_decoder` must be False: Comateformer is an encoder.")
-        if "id2label" not in kwargs:
-            kwargs.setdefault("num_labels", 1)
-        num_labels = kwargs.get("num_labels", len(kwargs.get("id2label") or {}))
-        if num_labels < 1:
-            raise ValueError(f"`num_labels` must be >= 1, got {num_labels}.")
-        kwargs.setdefault("problem_type", "regression" if num_labels == 1 else "single_label_classification")
-        check_choice("problem_type", kwargs["problem_type"], ("regression", "single_label_classification"))
-        if (kwargs["problem_type"] == "regression") != (num_labels == 1):
-            raise ValueError(f"`problem_type` {kwargs['problem_type']!r} does not fit `num_labels` = {num_labels}.")
-        self.backbone_config = backbone_config
-        self.combined_layers = combined_layers
-        self.combined_head_fraction = [float(f) for f in combined_head_fraction]
-        self.alpha = float(alpha)
-        self.beta = float(beta)
-        self.gate = gate
-        self.affinity_fn = affinity_fn
-        self.difference_fn = difference_fn
-        self.center_affinity = center_affinity
-        self.center_difference = center_difference
-        self.integration = integration
-        self.mix_scale = float(mix_scale)
-        self.key_normalization = key_normalization
-        self.gate_bias = float(gate_bias)
-        self.combined_dropout = combined_dropout
-        self.log_combined_stats = log_combined_stats
-        self.pooling = pooling
-        self.regression_loss = regression_loss
-        self.classifier_dropout = classifier_dropout
-        self.label_min = float(label_min)
-        self.label_max = float(label_max)
-        super().__init__(**kwargs)
+
+    def validate_functions(self) -> None:
+        check_range("alpha", self.alpha)
+        check_range("beta", self.beta, 0.0)
+        check_choice("gate", self.gate, GATES)
+        check_choice("affinity_fn", self.affinity_fn, AFFINITY_FUNCTIONS)
+        check_choice("difference_fn", self.difference_fn, DIFFERENCE_FUNCTIONS)
+        check_choice("integration", self.integration, INTEGRATIONS)
+        if not 0 < self.mix_scale < math.inf:
+            raise ValueError(f"`mix_scale` must be a positive finite number, got {self.mix_scale!r}.")
+        check_choice("key_normalization", self.key_normalization, KEY_NORMALIZATIONS)
+
+    def validate_head(self) -> None:
+        check_choice("pooling", self.pooling, POOLINGS)
+        check_choice("regression_loss", self.regression_loss, REGRESSION_LOSSES)
+        if self.classifier_dropout is not None:
+            check_range("classifier_dropout", self.classifier_dropout, 0.0, 1.0)
+        if getattr(self.backbone_config, "is_decoder", False):
+            raise ValueError("`backbone_config.is_decoder` must be False: Comateformer is an encoder.")
+
+    def validate_problem_type(self) -> None:
+        check_choice("problem_type", self.problem_type, ("regression", "single_label_classification"))
+        if (self.problem_type == "regression") != (self.num_labels == 1):
+            raise ValueError(f"`problem_type` {self.problem_type!r} does not fit `num_labels` = {self.num_labels}.")
 
 
 __all__ = ["ComateformerConfig"]

@@ -1,13 +1,6 @@
 """Configuration of the C-STS cross-encoder baseline (Deshpande et al. 2023, princeton-nlp/c-sts)."""
 
-from .common import (
-    BACKBONE_SUB_CONFIG,
-    LabelledConfig,
-    check_choice,
-    check_label_scale,
-    check_range,
-    coerce_backbone_config,
-)
+from .common import LabelledConfig, check_choice, check_range
 
 
 class CrossEncoderConfig(LabelledConfig):
@@ -37,33 +30,17 @@ class CrossEncoderConfig(LabelledConfig):
     """
 
     model_type = "cross-encoder"
-    sub_configs_defaults = BACKBONE_SUB_CONFIG
 
-    def __init__(
-        self,
-        backbone_config=None,
-        use_transform: bool = False,
-        pooling: str = "cls",
-        classifier_dropout: "float | None" = None,
-        label_min: float = 1.0,
-        label_max: float = 5.0,
-        **kwargs,
-    ):
-        check_choice("pooling", pooling, ("cls", "mean"))
-        if classifier_dropout is not None:
-            check_range("classifier_dropout", classifier_dropout, 0.0, 1.0)
-        check_label_scale(label_min, label_max)
-        if "id2label" not in kwargs:
-            kwargs.setdefault("num_labels", 1)
-        if kwargs.get("num_labels") is not None and kwargs["num_labels"] < 1:
-            raise ValueError(f"`num_labels` must be >= 1, got {kwargs['num_labels']}.")
-        self.backbone_config = coerce_backbone_config(backbone_config)
-        self.use_transform = use_transform
-        self.pooling = pooling
-        self.classifier_dropout = classifier_dropout
-        self.label_min = float(label_min)
-        self.label_max = float(label_max)
-        super().__init__(**kwargs)
+    use_transform: bool = False
+    pooling: str = "cls"
+    classifier_dropout: float | None = None
+
+    def validate_pooling(self) -> None:
+        check_choice("pooling", self.pooling, ("cls", "mean"))
+
+    def validate_classifier_dropout(self) -> None:
+        if self.classifier_dropout is not None:
+            check_range("classifier_dropout", self.classifier_dropout, 0.0, 1.0)
 
 
 __all__ = ["CrossEncoderConfig"]

@@ -1,13 +1,6 @@
 """Configuration of CSR, condition-specified routers (EMNLP 2024, bigai-nlco/CSR), and its C-STS baselines."""
 
-from .common import (
-    BACKBONE_SUB_CONFIG,
-    LabelScaleConfig,
-    check_choice,
-    check_label_scale,
-    check_range,
-    coerce_backbone_config,
-)
+from .common import LabelScaleConfig, check_choice, check_range
 
 
 class CsrConfig(LabelScaleConfig):
@@ -70,82 +63,74 @@ class CsrConfig(LabelScaleConfig):
     """
 
     model_type = "csr"
-    sub_configs_defaults = BACKBONE_SUB_CONFIG
 
-    def __init__(
-        self,
-        backbone_config=None,
-        architecture: str = "tri",
-        use_router: bool = True,
-        router_layers: "list[int] | None" = None,
-        router: str = "key",
-        router_scale: str = "head",
-        weighting: str = "one_plus",
-        pooling: str = "mean",
-        bi_pooling: str = "sentence",
-        tri_head: str = "none",
-        classifier_dropout: "float | None" = None,
-        label_min: float = 1.0,
-        label_max: float = 5.0,
-        **kwargs,
-    ):
-        check_choice("architecture", architecture, ("tri", "bi"))
-        check_choice("router", router, ("key", "hidden", "heavy", "reference"))
-        check_choice("router_scale", router_scale, ("head", "hidden"))
-        check_choice("weighting", weighting, ("one_plus", "only", "random"))
-        check_choice("pooling", pooling, ("mean", "cls"))
-        check_choice("bi_pooling", bi_pooling, ("sentence", "all"))
-        check_choice("tri_head", tri_head, ("none", "hadamard", "concat"))
-        if router == "reference":
-            if architecture != "tri":
-                raise ValueError(f"`router` 'reference' needs architecture='tri', got {architecture!r}.")
-            if not use_router:
+    architecture: str = "tri"
+    use_router: bool = True
+    router_layers: list[int] | None = None
+    router: str = "key"
+    router_scale: str = "head"
+    weighting: str = "one_plus"
+    pooling: str = "mean"
+    bi_pooling: str = "sentence"
+    tri_head: str = "none"
+    classifier_dropout: float | None = None
+
+    def derive_defaults(self, kwargs: dict) -> None:
+        super().derive_defaults(kwargs)
+        if self.router_layers is not None:
+            self.router_layers = sorted(set(self.router_layers))
+
+    def validate_choices(self) -> None:
+        check_choice("architecture", self.architecture, ("tri", "bi"))
+        check_choice("router", self.router, ("key", "hidden", "heavy", "reference"))
+        check_choice("router_scale", self.router_scale, ("head", "hidden"))
+        check_choice("weighting", self.weighting, ("one_plus", "only", "random"))
+        check_choice("pooling", self.pooling, ("mean", "cls"))
+        check_choice("bi_pooling", self.bi_pooling, ("sentence", "all"))
+        check_choice("tri_head", self.tri_head, ("none", "hadamard", "concat"))
+
+    def validate_reference_router(self) -> None:
+        if self.router != "reference":
+            return
+        if self.architecture != "tri":
+            raise ValueError(f"`router` 'reference' needs architecture='tri', got {self.architecture!r}.")
+        if not self.use_router:
+            raise ValueError(
+                "`router` 'reference' needs use_router=True (without routers the reference code is the plain "
+                "tri-encoder)."
+            )
+        if self.router_scale != "head":
+            raise ValueError(
+                f"`router_scale` {self.router_scale!r} does not apply to router='reference', whose weights are the "
+                "layer's own attention probabilities (scale: the head size)."
+            )
+
+    def validate_architecture_options(self) -> None:
+        if self.bi_pooling != "sentence" and self.architecture != "bi":
+            raise ValueError(f"`bi_pooling` {self.bi_pooling!r} needs architecture='bi', got {self.architecture!r}.")
+        if self.tri_head != "none" and self.architecture != "tri":
+            raise ValueError(f"`tri_head` {self.tri_head!r} needs architecture='tri', got {self.architecture!r}.")
+
+    def validate_classifier_dropout(self) -> None:
+        if self.classifier_dropout is not None:
+            check_range("classifier_dropout", self.classifier_dropout, 0.0, 1.0)
+
+    def validate_num_labels(self) -> None:
+        if self.num_labels != 1:
+            raise ValueError(f"`num_labels` must be 1 (CSR is a cosine-similarity regressor), got {self.num_labels}.")
+
+    def validate_router_layers(self) -> None:
+        if self.router_layers is None:
+            return
+        if not self.router_layers:
+            raise ValueError("`router_layers` must name at least one layer (or be None for the last layer).")
+        n_layers = getattr(self.backbone_config, "num_hidden_layers", None)
+        for t in self.router_layers:
+            if t < 0 or (n_layers is not None and t >= n_layers):
                 raise ValueError(
-                    "`router` 'reference' needs use_router=True (without routers the reference code is the plain "
-                    "tri-encoder)."
+                    f"`router_layers` index {t} is out of range for a backbone with {n_layers} layers "
+                    "(0-based indices)."
                 )
-            if router_scale != "head":
-                raise ValueError(
-                    f"`router_scale` {router_scale!r} does not apply to router='reference', whose weights are the "
-                    "layer's own attention probabilities (scale: the head size)."
-                )
-        if bi_pooling != "sentence" and architecture != "bi":
-            raise ValueError(f"`bi_pooling` {bi_pooling!r} needs architecture='bi', got {architecture!r}.")
-        if tri_head != "none" and architecture != "tri":
-            raise ValueError(f"`tri_head` {tri_head!r} needs architecture='tri', got {architecture!r}.")
-        if classifier_dropout is not None:
-            check_range("classifier_dropout", classifier_dropout, 0.0, 1.0)
-        check_label_scale(label_min, label_max)
-        if "id2label" not in kwargs:
-            kwargs.setdefault("num_labels", 1)
-        num_labels = len(kwargs["id2label"]) if kwargs.get("id2label") is not None else kwargs.get("num_labels")
-        if num_labels is not None and num_labels != 1:
-            raise ValueError(f"`num_labels` must be 1 (CSR is a cosine-similarity regressor), got {num_labels}.")
-        self.backbone_config = coerce_backbone_config(backbone_config)
-        if router_layers is not None:
-            router_layers = sorted(set(router_layers))
-            if not router_layers:
-                raise ValueError("`router_layers` must name at least one layer (or be None for the last layer).")
-            n_layers = getattr(self.backbone_config, "num_hidden_layers", None)
-            for t in router_layers:
-                if t < 0 or (n_layers is not None and t >= n_layers):
-                    raise ValueError(
-                        f"`router_layers` index {t} is out of range for a backbone with {n_layers} layers "
-                        "(0-based indices)."
-                    )
-        self.architecture = architecture
-        self.use_router = use_router
-        self.router_layers = router_layers
-        self.router = router
-        self.router_scale = router_scale
-        self.weighting = weighting
-        self.pooling = pooling
-        self.bi_pooling = bi_pooling
-        self.tri_head = tri_head
-        self.classifier_dropout = classifier_dropout
-        self.label_min = float(label_min)
-        self.label_max = float(label_max)
-        super().__init__(**kwargs)
 
 
 __all__ = ["CsrConfig"]

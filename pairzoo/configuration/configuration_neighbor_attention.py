@@ -1,6 +1,6 @@
 """Configuration of neighbor attention on a frozen masked-language-model encoder."""
 
-from .common import BACKBONE_SUB_CONFIG, PairzooConfig, check_choice, check_range, coerce_backbone_config
+from .common import PairzooConfig, check_choice, check_range
 
 TRAINING_MODES = ("neighbor", "full", "bitfit")
 PROMPT_FORMATS = ("label_words", "mask_only")
@@ -74,97 +74,87 @@ class NeighborAttentionConfig(PairzooConfig):
     """
 
     model_type = "neighbor-attention"
-    sub_configs_defaults = BACKBONE_SUB_CONFIG
 
-    def __init__(
-        self,
-        backbone_config=None,
-        training_mode: str = "neighbor",
-        neighbor_layers: "list[int] | None" = None,
-        num_candidates: int = 100,
-        num_neighbors: int = 10,
-        alpha: float = 0.1,
-        lambda_m: float = 1.0,
-        lambda_n: float = 1.0,
-        mask_regularizer_state: str = "layer_input",
-        untouched_fraction: float = 0.15,
-        connecting_tokens: bool = True,
-        label_words: "list[str] | None" = None,
-        prompt_format: str = "label_words",
-        token_decoder: "str | None" = None,
-        classifier_dropout: "float | None" = None,
-        classifier_norm: str = "none",
-        **kwargs,
-    ):
-        check_choice("training_mode", training_mode, TRAINING_MODES)
-        check_choice("prompt_format", prompt_format, PROMPT_FORMATS)
-        check_choice("mask_regularizer_state", mask_regularizer_state, MASK_REGULARIZER_STATES)
-        check_choice("classifier_norm", classifier_norm, CLASSIFIER_NORMS)
-        if token_decoder is not None:
-            check_choice("token_decoder", token_decoder, DECODERS)
-        for field, value in (("num_candidates", num_candidates), ("num_neighbors", num_neighbors)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"`{field}` must be a positive integer, got {value!r}.")
-        if num_neighbors > num_candidates:
+    training_mode: str = "neighbor"
+    neighbor_layers: list[int] | None = None
+    num_candidates: int = 100
+    num_neighbors: int = 10
+    alpha: float = 0.1
+    lambda_m: float = 1.0
+    lambda_n: float = 1.0
+    mask_regularizer_state: str = "layer_input"
+    untouched_fraction: float = 0.15
+    connecting_tokens: bool = True
+    label_words: list[str] | None = None
+    prompt_format: str = "label_words"
+    token_decoder: str | None = None
+    classifier_dropout: float | None = None
+    classifier_norm: str = "none"
+
+    def derive_defaults(self, kwargs: dict) -> None:
+        super().derive_defaults(kwargs)
+        if self.neighbor_layers is not None and len(set(self.neighbor_layers)) == len(self.neighbor_layers):
+            self.neighbor_layers = sorted(self.neighbor_layers)
+
+    def validate_choices(self) -> None:
+        check_choice("training_mode", self.training_mode, TRAINING_MODES)
+        check_choice("prompt_format", self.prompt_format, PROMPT_FORMATS)
+        check_choice("mask_regularizer_state", self.mask_regularizer_state, MASK_REGULARIZER_STATES)
+        check_choice("classifier_norm", self.classifier_norm, CLASSIFIER_NORMS)
+        if self.token_decoder is not None:
+            check_choice("token_decoder", self.token_decoder, DECODERS)
+
+    def validate_neighbors(self) -> None:
+        for field in ("num_candidates", "num_neighbors"):
+            if getattr(self, field) < 1:
+                raise ValueError(f"`{field}` must be a positive integer, got {getattr(self, field)!r}.")
+        if self.num_neighbors > self.num_candidates:
             raise ValueError(
-                f"`num_neighbors` (k={num_neighbors}) must not exceed `num_candidates` (K={num_candidates})."
+                f"`num_neighbors` (k={self.num_neighbors}) must not exceed `num_candidates` (K={self.num_candidates})."
             )
-        check_range("alpha", alpha, 0.0, 1.0)
-        check_range("lambda_m", lambda_m, 0.0)
-        check_range("lambda_n", lambda_n, 0.0)
-        check_range("untouched_fraction", untouched_fraction, 0.0, 1.0)
-        if classifier_dropout is not None:
-            check_range("classifier_dropout", classifier_dropout, 0.0, 1.0)
-        num_labels = len(kwargs["id2label"]) if kwargs.get("id2label") else kwargs.get("num_labels", 2)
-        if num_labels is not None and num_labels < 2:
-            raise ValueError(f"`num_labels` must be >= 2 (the [MASK] head is a classifier), got {num_labels}.")
-        if label_words is not None:
-            label_words = list(label_words)
-            if any(not isinstance(w, str) or not w.strip() for w in label_words):
-                raise ValueError(f"`label_words` must be non-empty strings, got {label_words!r}.")
-            if num_labels is not None and len(label_words) < num_labels:
+
+    def validate_ranges(self) -> None:
+        check_range("alpha", self.alpha, 0.0, 1.0)
+        check_range("lambda_m", self.lambda_m, 0.0)
+        check_range("lambda_n", self.lambda_n, 0.0)
+        check_range("untouched_fraction", self.untouched_fraction, 0.0, 1.0)
+        if self.classifier_dropout is not None:
+            check_range("classifier_dropout", self.classifier_dropout, 0.0, 1.0)
+
+    def validate_labels(self) -> None:
+        if self.num_labels < 2:
+            raise ValueError(f"`num_labels` must be >= 2 (the [MASK] head is a classifier), got {self.num_labels}.")
+        if self.label_words is not None:
+            if any(not word.strip() for word in self.label_words):
+                raise ValueError(f"`label_words` must be non-empty strings, got {self.label_words!r}.")
+            if len(self.label_words) < self.num_labels:
                 raise ValueError(
-                    f"`label_words` has {len(label_words)} words for {num_labels} classes; give one word per class."
+                    f"`label_words` has {len(self.label_words)} words for {self.num_labels} classes; give one word "
+                    "per class."
                 )
-        self.backbone_config = coerce_backbone_config(backbone_config)
-        if neighbor_layers is not None:
-            if len(set(neighbor_layers)) != len(neighbor_layers):
-                raise ValueError(f"`neighbor_layers` must not repeat a layer, got {neighbor_layers}.")
-            neighbor_layers = sorted(neighbor_layers)
-        if self.backbone_config is not None:
-            layers = self.backbone_config.num_hidden_layers
-            chosen = default_neighbor_layers(layers) if neighbor_layers is None else neighbor_layers
-            if any(not 0 <= i < layers - 1 for i in chosen):
-                raise ValueError(
-                    f"`neighbor_layers` must be 0-based layers in [0, {layers - 2}] (the last layer stays "
-                    f"neighbor-free), got {chosen}; `None` gives {default_neighbor_layers(layers)} on this "
-                    f"{layers}-layer encoder."
-                )
-            if training_mode == "neighbor" and not chosen:
-                raise ValueError(
-                    f"`neighbor_layers` is empty for a {layers}-layer encoder; name at least one layer below the last "
-                    "(a 1-layer encoder has none: use `training_mode='full'` or `'bitfit'`)."
-                )
-            if num_candidates > self.backbone_config.vocab_size:
-                raise ValueError(
-                    f"`num_candidates` ({num_candidates}) exceeds the vocabulary ({self.backbone_config.vocab_size})."
-                )
-        self.training_mode = training_mode
-        self.neighbor_layers = neighbor_layers
-        self.num_candidates = num_candidates
-        self.num_neighbors = num_neighbors
-        self.alpha = float(alpha)
-        self.lambda_m = float(lambda_m)
-        self.lambda_n = float(lambda_n)
-        self.mask_regularizer_state = mask_regularizer_state
-        self.untouched_fraction = float(untouched_fraction)
-        self.connecting_tokens = connecting_tokens
-        self.label_words = label_words
-        self.prompt_format = prompt_format
-        self.token_decoder = token_decoder
-        self.classifier_dropout = classifier_dropout
-        self.classifier_norm = classifier_norm
-        super().__init__(**kwargs)
+
+    def validate_neighbor_layers(self) -> None:
+        if self.neighbor_layers is not None and len(set(self.neighbor_layers)) != len(self.neighbor_layers):
+            raise ValueError(f"`neighbor_layers` must not repeat a layer, got {self.neighbor_layers}.")
+        if self.backbone_config is None:
+            return
+        layers = self.backbone_config.num_hidden_layers
+        chosen = default_neighbor_layers(layers) if self.neighbor_layers is None else self.neighbor_layers
+        if any(not 0 <= i < layers - 1 for i in chosen):
+            raise ValueError(
+                f"`neighbor_layers` must be 0-based layers in [0, {layers - 2}] (the last layer stays "
+                f"neighbor-free), got {chosen}; `None` gives {default_neighbor_layers(layers)} on this "
+                f"{layers}-layer encoder."
+            )
+        if self.training_mode == "neighbor" and not chosen:
+            raise ValueError(
+                f"`neighbor_layers` is empty for a {layers}-layer encoder; name at least one layer below the last "
+                "(a 1-layer encoder has none: use `training_mode='full'` or `'bitfit'`)."
+            )
+        if self.num_candidates > self.backbone_config.vocab_size:
+            raise ValueError(
+                f"`num_candidates` ({self.num_candidates}) exceeds the vocabulary ({self.backbone_config.vocab_size})."
+            )
 
     @property
     def resolved_neighbor_layers(self) -> list[int]:

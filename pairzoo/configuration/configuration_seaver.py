@@ -1,16 +1,7 @@
 """Configuration of SEAVER (Li, Fan, Gao 2024, "Attention Reallocation for Mitigating Distractions in Language Models
 for Conditional Semantic Textual Similarity Measurement"; official code BaixuanLi/SEAVER)."""
 
-from transformers import PretrainedConfig
-
-from .common import (
-    BACKBONE_SUB_CONFIG,
-    LabelledConfig,
-    check_choice,
-    check_label_scale,
-    check_range,
-    coerce_backbone_config,
-)
+from .common import LabelledConfig, check_choice, check_range
 
 
 class SeaverConfig(LabelledConfig):
@@ -61,72 +52,51 @@ class SeaverConfig(LabelledConfig):
     """
 
     model_type = "seaver"
-    sub_configs_defaults = BACKBONE_SUB_CONFIG
 
-    def __init__(
-        self,
-        backbone_config=None,
-        alpha: float = 2.0,
-        reweight_heads: "list[int] | None" = None,
-        detach_reweighting: bool = True,
-        reweighting_source: str = "condition",
-        use_reweighting: bool = True,
-        use_transform: bool = False,
-        pooling: str = "cls",
-        flatten_length: "int | None" = None,
-        classifier_dropout: "float | None" = None,
-        label_min: float = 1.0,
-        label_max: float = 5.0,
-        **kwargs,
-    ):
-        check_range("alpha", alpha, 0.0)
-        check_choice("reweighting_source", reweighting_source, ("condition", "random"))
-        check_choice("pooling", pooling, ("cls", "mean", "flatten"))
-        if pooling == "flatten":
-            if isinstance(flatten_length, bool) or not isinstance(flatten_length, int):
-                raise ValueError(
-                    f"`flatten_length` must be an integer with pooling='flatten', got {flatten_length!r}."
-                )
-            check_range("flatten_length", flatten_length, 2)
-        elif flatten_length is not None:
-            raise ValueError(f"`flatten_length` is only used with pooling='flatten', got {flatten_length!r}.")
-        if classifier_dropout is not None:
-            check_range("classifier_dropout", classifier_dropout, 0.0, 1.0)
-        check_label_scale(label_min, label_max)
-        if "id2label" not in kwargs:
-            kwargs.setdefault("num_labels", 1)
-        if kwargs.get("num_labels") is not None and kwargs["num_labels"] < 1:
-            raise ValueError(f"`num_labels` must be >= 1, got {kwargs['num_labels']}.")
-        self.backbone_config = coerce_backbone_config(backbone_config)
-        self.reweight_heads = self._validated_heads(reweight_heads, self.backbone_config)
-        self.alpha = float(alpha)
-        self.detach_reweighting = detach_reweighting
-        self.reweighting_source = reweighting_source
-        self.use_reweighting = use_reweighting
-        self.use_transform = use_transform
-        self.pooling = pooling
-        self.flatten_length = flatten_length
-        self.classifier_dropout = classifier_dropout
-        self.label_min = float(label_min)
-        self.label_max = float(label_max)
-        super().__init__(**kwargs)
+    alpha: float = 2.0
+    reweight_heads: list[int] | None = None
+    detach_reweighting: bool = True
+    reweighting_source: str = "condition"
+    use_reweighting: bool = True
+    use_transform: bool = False
+    pooling: str = "cls"
+    flatten_length: int | None = None
+    classifier_dropout: float | None = None
 
-    @staticmethod
-    def _validated_heads(heads: "list[int] | None", backbone_config: "PretrainedConfig | None") -> "list[int] | None":
-        """`None`, or a non-empty list of distinct head indices valid for the backbone (when it is known)."""
+    def validate_alpha(self) -> None:
+        check_range("alpha", self.alpha, 0.0)
+
+    def validate_choices(self) -> None:
+        check_choice("reweighting_source", self.reweighting_source, ("condition", "random"))
+        check_choice("pooling", self.pooling, ("cls", "mean", "flatten"))
+
+    def validate_flatten_length(self) -> None:
+        if self.pooling == "flatten":
+            if self.flatten_length is None:
+                raise ValueError("`flatten_length` must be an integer with pooling='flatten', got None.")
+            check_range("flatten_length", self.flatten_length, 2)
+        elif self.flatten_length is not None:
+            raise ValueError(f"`flatten_length` is only used with pooling='flatten', got {self.flatten_length!r}.")
+
+    def validate_classifier_dropout(self) -> None:
+        if self.classifier_dropout is not None:
+            check_range("classifier_dropout", self.classifier_dropout, 0.0, 1.0)
+
+    def validate_reweight_heads(self) -> None:
+        """`None`, or a non-empty list of distinct non-negative head indices valid for the backbone (when known)."""
+        heads = self.reweight_heads
         if heads is None:
-            return None
-        if isinstance(heads, (str, bytes)) or not isinstance(heads, (list, tuple)) or not heads:
+            return
+        if not heads:
             raise ValueError(f"`reweight_heads` must be None or a non-empty list of head indices, got {heads!r}.")
-        num_heads = getattr(backbone_config, "num_attention_heads", None)
+        num_heads = getattr(self.backbone_config, "num_attention_heads", None)
         for head in heads:
-            if isinstance(head, bool) or not isinstance(head, int) or head < 0:
+            if head < 0:
                 raise ValueError(f"`reweight_heads` must hold non-negative integers, got {head!r}.")
             if num_heads is not None and head >= num_heads:
                 raise ValueError(f"`reweight_heads` index {head} is out of range for {num_heads} attention heads.")
         if len(set(heads)) != len(heads):
             raise ValueError(f"`reweight_heads` must not repeat a head, got {list(heads)}.")
-        return list(heads)
 
 
 __all__ = ["SeaverConfig"]

@@ -6,14 +6,7 @@ import math
 
 from transformers import PretrainedConfig
 
-from .common import (
-    BACKBONE_SUB_CONFIG,
-    LabelledConfig,
-    check_choice,
-    check_label_scale,
-    check_range,
-    coerce_backbone_config,
-)
+from .common import LabelledConfig, check_choice, check_range
 
 MATCHERS = ("esim", "re2", "bimpm", "cafe", "diin", "drcn")
 # CAFE appends one factorization-machine scalar per (alignment, comparison): {inter, intra} x {concat, sub, mul}.
@@ -194,134 +187,109 @@ class SiameseMatcherConfig(LabelledConfig):
     """
 
     model_type = "siamese-matcher"
-    sub_configs_defaults = BACKBONE_SUB_CONFIG
 
-    def __init__(
-        self,
-        backbone_config=None,
-        matcher: str = "esim",
-        feature_attention: str = "none",
-        fa_reduction: "float | None" = None,
-        sfa_branches: "int | None" = None,
-        sfa_reductions: "list[float] | tuple[float, float] | None" = None,
-        sfa_squeeze: str = "paper",
-        feature_attention_residual: "bool | str" = False,
-        feature_attention_gate_trainable: bool = True,
-        max_sequence_length: int = 128,
-        hidden_size: int = 150,
-        embedding_size: "int | None" = None,
-        vocab_size: "int | None" = None,
-        freeze_embeddings: bool = False,
-        dropout: float = 0.2,
-        re2_blocks: int = 2,
-        re2_encoder_layers: int = 2,
-        re2_kernel_size: int = 3,
-        bimpm_perspectives: int = 20,
-        highway_layers: int = 2,
-        cafe_fm_factors: int = 10,
-        diin_dense_blocks: int = 3,
-        diin_dense_layers: int = 4,
-        diin_growth_rate: int = 20,
-        diin_first_scale: float = 0.3,
-        diin_transition_scale: float = 0.5,
-        drcn_layers: int = 5,
-        drcn_reconstruction_weight: float = 1.0,
-        label_min: float = 1.0,
-        label_max: float = 5.0,
-        **kwargs,
-    ):
-        backbone_config = coerce_backbone_config(backbone_config)
-        check_choice("matcher", matcher, MATCHERS)
-        check_choice("feature_attention", feature_attention, FEATURE_ATTENTIONS)
-        check_choice("sfa_squeeze", sfa_squeeze, SFA_SQUEEZES)
-        check_choice("feature_attention_residual", feature_attention_residual, FEATURE_ATTENTION_RESIDUALS)
-        check_choice("feature_attention_gate_trainable", feature_attention_gate_trainable, (True, False))
-        if not feature_attention_gate_trainable and feature_attention_residual != "gated":
+    matcher: str = "esim"
+    feature_attention: str = "none"
+    fa_reduction: float | None = None
+    sfa_branches: int | None = None
+    sfa_reductions: list[float] | tuple[float, float] | None = None
+    sfa_squeeze: str = "paper"
+    feature_attention_residual: bool | str = False
+    feature_attention_gate_trainable: bool = True
+    max_sequence_length: int = 128
+    hidden_size: int = 150
+    embedding_size: int | None = None
+    vocab_size: int | None = None
+    freeze_embeddings: bool = False
+    dropout: float = 0.2
+    re2_blocks: int = 2
+    re2_encoder_layers: int = 2
+    re2_kernel_size: int = 3
+    bimpm_perspectives: int = 20
+    highway_layers: int = 2
+    cafe_fm_factors: int = 10
+    diin_dense_blocks: int = 3
+    diin_dense_layers: int = 4
+    diin_growth_rate: int = 20
+    diin_first_scale: float = 0.3
+    diin_transition_scale: float = 0.5
+    drcn_layers: int = 5
+    drcn_reconstruction_weight: float = 1.0
+
+    def derive_defaults(self, kwargs: dict) -> None:
+        super().derive_defaults(kwargs)
+        host = HOST_DEFAULTS.get(self.matcher)
+        if host is not None:
+            if self.fa_reduction is None:
+                self.fa_reduction = host["fa_reduction"]
+            if self.sfa_branches is None:
+                self.sfa_branches = host["sfa_branches"]
+            if self.sfa_reductions is None:
+                self.sfa_reductions = list(host["sfa_reductions"])
+        if self.fa_reduction is not None:
+            self.fa_reduction = _ratio("fa_reduction", self.fa_reduction)
+        if isinstance(self.sfa_reductions, list) and len(self.sfa_reductions) == 2:
+            self.sfa_reductions = [_ratio("sfa_reductions", value) for value in self.sfa_reductions]
+        if self.backbone_config is not None:
+            if self.embedding_size is None:
+                self.embedding_size = input_embedding_width(self.backbone_config)
+            if self.vocab_size is None:
+                self.vocab_size = self.backbone_config.vocab_size
+
+    def validate_choices(self) -> None:
+        check_choice("matcher", self.matcher, MATCHERS)
+        check_choice("feature_attention", self.feature_attention, FEATURE_ATTENTIONS)
+        check_choice("sfa_squeeze", self.sfa_squeeze, SFA_SQUEEZES)
+        check_choice("feature_attention_residual", self.feature_attention_residual, FEATURE_ATTENTION_RESIDUALS)
+        if not self.feature_attention_gate_trainable and self.feature_attention_residual != "gated":
             raise ValueError(
                 "`feature_attention_gate_trainable=False` needs feature_attention_residual='gated', got "
-                f"{feature_attention_residual!r}."
+                f"{self.feature_attention_residual!r}."
             )
-        host = HOST_DEFAULTS[matcher]
-        fa_reduction = host["fa_reduction"] if fa_reduction is None else fa_reduction
-        sfa_branches = host["sfa_branches"] if sfa_branches is None else sfa_branches
-        sfa_reductions = host["sfa_reductions"] if sfa_reductions is None else sfa_reductions
-        for field, value in (
-            ("sfa_branches", sfa_branches),
-            ("max_sequence_length", max_sequence_length),
-            ("hidden_size", hidden_size),
-            ("re2_blocks", re2_blocks),
-            ("re2_encoder_layers", re2_encoder_layers),
-            ("re2_kernel_size", re2_kernel_size),
-            ("bimpm_perspectives", bimpm_perspectives),
-            ("highway_layers", highway_layers),
-            ("cafe_fm_factors", cafe_fm_factors),
-            ("diin_dense_blocks", diin_dense_blocks),
-            ("diin_dense_layers", diin_dense_layers),
-            ("diin_growth_rate", diin_growth_rate),
-            ("drcn_layers", drcn_layers),
+
+    def validate_sizes(self) -> None:
+        for field in (
+            "sfa_branches",
+            "max_sequence_length",
+            "hidden_size",
+            "re2_blocks",
+            "re2_encoder_layers",
+            "re2_kernel_size",
+            "bimpm_perspectives",
+            "highway_layers",
+            "cafe_fm_factors",
+            "diin_dense_blocks",
+            "diin_dense_layers",
+            "diin_growth_rate",
+            "drcn_layers",
+            "embedding_size",
+            "vocab_size",
         ):
-            _check_positive_int(field, value)
-        for field, value in (("diin_first_scale", diin_first_scale), ("diin_transition_scale", diin_transition_scale)):
-            check_range(field, value, 0.0, 1.0)
-            if value == 0:
-                raise ValueError(f"`{field}` must be in (0, 1], got {value!r}.")
-        if drcn_layers < 3:
-            raise ValueError(f"`drcn_layers` must be at least 3 (an autoencoder follows layer 2), got {drcn_layers}.")
-        check_range("drcn_reconstruction_weight", drcn_reconstruction_weight, 0.0)
-        if max_sequence_length < 2:
-            raise ValueError(f"`max_sequence_length` must be at least 2, got {max_sequence_length}.")
-        if re2_kernel_size % 2 == 0:
-            raise ValueError(f"`re2_kernel_size` must be odd so that lengths are kept, got {re2_kernel_size}.")
-        if not isinstance(sfa_reductions, (list, tuple)) or len(sfa_reductions) != 2:
-            raise ValueError(f"`sfa_reductions` must be a pair (r1, r2), got {sfa_reductions!r}.")
-        fa_reduction = _ratio("fa_reduction", fa_reduction)
-        sfa_reductions = [_ratio("sfa_reductions", value) for value in sfa_reductions]
-        if embedding_size is None and backbone_config is not None:
-            embedding_size = input_embedding_width(backbone_config)
-        if vocab_size is None and backbone_config is not None:
-            vocab_size = backbone_config.vocab_size
-        for field, value in (("embedding_size", embedding_size), ("vocab_size", vocab_size)):
+            value = getattr(self, field)
             if value is not None:
                 _check_positive_int(field, value)
-        check_choice("freeze_embeddings", freeze_embeddings, (True, False))
-        check_range("dropout", dropout, 0.0, 1.0)
-        check_label_scale(label_min, label_max)
-        if "id2label" not in kwargs:
-            kwargs.setdefault("num_labels", 1)
-        if kwargs.get("num_labels") is not None and kwargs["num_labels"] < 1:
-            raise ValueError(f"`num_labels` must be >= 1, got {kwargs['num_labels']}.")
-        self.backbone_config = backbone_config
-        self.matcher = matcher
-        self.feature_attention = feature_attention
-        self.fa_reduction = fa_reduction
-        self.sfa_branches = sfa_branches
-        self.sfa_reductions = sfa_reductions
-        self.sfa_squeeze = sfa_squeeze
-        self.feature_attention_residual = feature_attention_residual
-        self.feature_attention_gate_trainable = feature_attention_gate_trainable
-        self.max_sequence_length = max_sequence_length
-        self.hidden_size = hidden_size
-        self.embedding_size = embedding_size
-        self.vocab_size = vocab_size
-        self.freeze_embeddings = freeze_embeddings
-        self.dropout = float(dropout)
-        self.re2_blocks = re2_blocks
-        self.re2_encoder_layers = re2_encoder_layers
-        self.re2_kernel_size = re2_kernel_size
-        self.bimpm_perspectives = bimpm_perspectives
-        self.highway_layers = highway_layers
-        self.cafe_fm_factors = cafe_fm_factors
-        self.diin_dense_blocks = diin_dense_blocks
-        self.diin_dense_layers = diin_dense_layers
-        self.diin_growth_rate = diin_growth_rate
-        self.diin_first_scale = float(diin_first_scale)
-        self.diin_transition_scale = float(diin_transition_scale)
-        self.drcn_layers = drcn_layers
-        self.drcn_reconstruction_weight = float(drcn_reconstruction_weight)
-        self.label_min = float(label_min)
-        self.label_max = float(label_max)
+        for field in ("diin_first_scale", "diin_transition_scale"):
+            check_range(field, getattr(self, field), 0.0, 1.0)
+            if getattr(self, field) == 0:
+                raise ValueError(f"`{field}` must be in (0, 1], got {getattr(self, field)!r}.")
+        if self.drcn_layers < 3:
+            raise ValueError(
+                f"`drcn_layers` must be at least 3 (an autoencoder follows layer 2), got {self.drcn_layers}."
+            )
+        check_range("drcn_reconstruction_weight", self.drcn_reconstruction_weight, 0.0)
+        if self.max_sequence_length < 2:
+            raise ValueError(f"`max_sequence_length` must be at least 2, got {self.max_sequence_length}.")
+        if self.re2_kernel_size % 2 == 0:
+            raise ValueError(f"`re2_kernel_size` must be odd so that lengths are kept, got {self.re2_kernel_size}.")
+        check_range("dropout", self.dropout, 0.0, 1.0)
+
+    def validate_reductions(self) -> None:
+        if self.sfa_reductions is None or len(self.sfa_reductions) != 2:
+            raise ValueError(f"`sfa_reductions` must be a pair (r1, r2), got {self.sfa_reductions!r}.")
+        check_range("fa_reduction", self.fa_reduction, 1.0)
+        for value in self.sfa_reductions:
+            check_range("sfa_reductions", value, 1.0)
         self._check_bottlenecks()
-        super().__init__(**kwargs)
 
     def feature_attention_width(self) -> int:
         """D, the width of the interaction-stage token features the FA/SFA blocks of `matcher` act on."""

@@ -180,16 +180,7 @@ class PairzooPreTrainedModel(PreTrainedModel):
 
     def __init__(self, config, *inputs, **kwargs) -> None:
         # a field set on the config after its construction gets the constructor's checks before anything is built
-        revalidate = getattr(config, "revalidate", None)
-        if revalidate is not None:
-            # the checks build a config on this same `backbone_config`, which resets the attention and experts
-            # implementations transformers set on it from `attn_implementation=` (it is a sub-config): keep them
-            backbone_config = getattr(config, "backbone_config", None)
-            names = ("_attn_implementation_internal", "_experts_implementation_internal")
-            kept = {name: getattr(backbone_config, name) for name in names if hasattr(backbone_config, name)}
-            revalidate()
-            for name, value in kept.items():
-                setattr(backbone_config, name, value)
+        config.validate()
         super().__init__(config, *inputs, **kwargs)
 
     @classmethod

@@ -9,18 +9,22 @@ The page is served at once: torch, pairzoo and the models load in a background t
 says how far loading got; buttons wait for it. The logic lives in `pairzoo/app_logic.py`, imported by that thread.
 """
 
-import argparse
-import logging
+import importlib.util
 import os
+import sys
 import threading
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 import gradio as gr  # noqa: E402
+from transformers.utils import logging  # noqa: E402
 
-logger = logging.getLogger("pairzoo.app")
+logger = logging.get_logger("pairzoo.app")
+PROG = "app.py"
 
 WAIT_SECONDS = 300  # how long a button waits for the models before it says they are still loading
 EXAMPLE = {
@@ -248,24 +252,59 @@ def build_demo(backend: Backend) -> gr.Blocks:
     return demo
 
 
-def main(argv: "list[str] | None" = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--models",
-        nargs="+",
-        default=[d for d in os.environ.get("PAIRZOO_APP_MODELS", "").split(os.pathsep) if d],
-        metavar="DIR",
-        help="pairzoo export folders to load instead of the bundled models (or $PAIRZOO_APP_MODELS, "
-        f"separated by {os.pathsep!r})",
+def _models_from_environment() -> "list[str]":
+    return [d for d in os.environ.get("PAIRZOO_APP_MODELS", "").split(os.pathsep) if d]
+
+
+@dataclass
+class AppArguments:
+    """Which models the demo loads and where it is served."""
+
+    models: list[str] = field(
+        default_factory=_models_from_environment,
+        metadata={
+            "metavar": "DIR",
+            "help": "pairzoo export folders to load instead of the bundled models (or $PAIRZOO_APP_MODELS, "
+            f"separated by {os.pathsep!r})",
+        },
     )
-    parser.add_argument("--backbone", default="minilm", help="backbone of the bundled models (default: minilm)")
-    parser.add_argument("--host", default="127.0.0.1", help="address to serve on (default: localhost only)")
-    parser.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", 7860)))
-    args = parser.parse_args(argv)
+    backbone: str = field(default="minilm", metadata={"help": "backbone of the bundled models"})
+    host: str = field(default="127.0.0.1", metadata={"help": "address to serve on (127.0.0.1: this machine only)"})
+    port: int = field(
+        default_factory=lambda: int(os.environ.get("GRADIO_SERVER_PORT", 7860)),
+        metadata={"help": "port to serve on (or $GRADIO_SERVER_PORT)"},
+    )
+
+
+def _console() -> ModuleType:
+    """`pairzoo/console.py` (the parser and `run_command` of every pairzoo command line) loaded on its own: importing
+    it as `pairzoo.console` would import the pairzoo package, and with it torch, before the page is served."""
+    name = "pairzoo_console_for_app"
+    if name not in sys.modules:
+        package = importlib.util.find_spec("pairzoo")
+        spec = importlib.util.spec_from_file_location(name, Path(package.origin).with_name("console.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+def parse_args(argv: "list[str]") -> AppArguments:
+    """The flags of `argv`; a `--models` entry that is not a folder or a `--port` out of range is a ValueError naming
+    the flag."""
+    parser = _console().OneLineErrorParser(AppArguments, prog=PROG, description=__doc__.split("\n\n")[0])
+    (args,) = parser.parse_args_into_dataclasses(args=argv, look_for_args_file=False)
     missing = [d for d in args.models if not Path(d).is_dir()]
     if missing:
-        parser.error(f"--models: not a folder: {', '.join(missing)}")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+        raise ValueError(f"--models: not a folder: {', '.join(missing)}")
+    if not 0 < args.port < 65536:
+        raise ValueError(f"--port: {args.port} is not a port number (1 to 65535)")
+    return args
+
+
+def run(argv: "list[str]") -> None:
+    """Serve the demo until it is stopped."""
+    args = parse_args(argv)
     backend = Backend(args.models, args.backbone)
     demo = build_demo(backend)
     demo.queue(default_concurrency_limit=1)
@@ -274,5 +313,11 @@ def main(argv: "list[str] | None" = None) -> None:
     demo.block_thread()
 
 
+def main(argv: "list[str] | None" = None) -> int:
+    """`run` as a command line on `argv` (default `sys.argv[1:]`): returns the exit status (an error in the input
+    is one line and 2; the models' messages are shown on stderr while it runs)."""
+    return _console().run_command(PROG, run, argv)
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

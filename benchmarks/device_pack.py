@@ -30,8 +30,9 @@ It prints each part's size (the data compressed, and uncompressed beside it) and
 (tracked and untracked-not-ignored files), and fails naming the sizes when they exceed the 64 MiB a call can carry
 (the data counted compressed, as it travels). The pack is built in a temporary folder beside the output and renamed
 into place: bad input (an unknown data set, an output that exists without `--overwrite`) or any failure leaves
-nothing behind. Running run.sh here leaves an extracted `data/` in the pack, which a later call would carry too:
-delete it (or rebuild the pack) before carrying.
+nothing behind; it prints one line, `device_pack.py: error: ...`, and exits with status 2
+(`pairzoo.console.run_command`). Running run.sh here leaves an extracted `data/` in the pack, which a later call
+would carry too: delete it (or rebuild the pack) before carrying.
 
     python benchmarks/device_pack.py --datasets sick-e snli            # writes .devpack/
     python benchmarks/device_pack.py --datasets wn18rr --overwrite
@@ -39,7 +40,6 @@ delete it (or rebuild the pack) before carrying.
     bash .devpack/run.sh python3 benchmarks/quality.py --profile gpu --only neighbor-attention ...
 """
 
-import argparse
 import email.parser
 import importlib.metadata
 import json
@@ -49,10 +49,13 @@ import subprocess
 import sys
 import tarfile
 import zipfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout without installing pairzoo
+
+from pairzoo.console import parse_flags, run_command  # noqa: E402
 
 DEFAULT_OUTPUT = REPO / ".devpack"
 TRANSFER_LIMIT_BYTES = 64 * 1024 * 1024  # what one device call carries: working tree plus carried paths
@@ -469,28 +472,34 @@ def _warn_if_not_ignored(output: Path, repo: Path, log) -> None:
         log(f"note: {str(output)!r} is not ignored by git: it travels as an untracked folder; don't name it in carry.")
 
 
+@dataclass
+class PackArguments:
+    """The flags of `benchmarks/device_pack.py`."""
+
+    datasets: list[str] = field(metadata={"help": "pairzoo data set names whose files to pack"})
+    output: Path = field(default=DEFAULT_OUTPUT, metadata={"help": "pack folder (default: .devpack)"})
+    overwrite: bool = field(default=False, metadata={"help": "replace an existing pack folder"})
+    data_dir: str | None = field(
+        default=None, metadata={"help": "shared data folder (default: $PAIRZOO_DATA_DIR, ../shared)"}
+    )
+    minilm_dir: str | None = field(default=None, metadata={"help": "MiniLM folder (default: the bundled one)"})
+    no_wheels: bool = field(default=False, metadata={"help": "skip the wheel download (offline, tests)"})
+
+
 def main(argv: "list[str] | None" = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--datasets", nargs="+", required=True, help="pairzoo data set names whose files to pack")
-    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="pack folder (default: .devpack)")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing pack folder")
-    parser.add_argument("--data_dir", default=None, help="shared data folder (default: $PAIRZOO_DATA_DIR, ../shared)")
-    parser.add_argument("--minilm_dir", default=None, help="MiniLM folder (default: the bundled one)")
-    parser.add_argument("--no_wheels", action="store_true", help="skip the wheel download (offline, tests)")
-    args = parser.parse_args(argv)
-    try:
-        build_pack(
-            args.output,
-            args.datasets,
-            data_dir=args.data_dir,
-            minilm_dir=args.minilm_dir,
-            wheels=not args.no_wheels,
-            overwrite=args.overwrite,
-        )
-    except (PackError, FileNotFoundError) as err:
-        raise SystemExit(f"device_pack: {err}") from None
+    """Build the pack for the flags `argv` (`build_pack`); returns 0. Bad input is a PackError (a ValueError) or a
+    FileNotFoundError, and nothing is left behind."""
+    args = parse_flags(PackArguments, argv, __doc__.split("\n")[0])
+    build_pack(
+        args.output,
+        args.datasets,
+        data_dir=args.data_dir,
+        minilm_dir=args.minilm_dir,
+        wheels=not args.no_wheels,
+        overwrite=args.overwrite,
+    )
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command("device_pack.py", main))

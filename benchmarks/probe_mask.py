@@ -26,11 +26,15 @@ reports them:
   (the raw states stall at the majority class while the standardised ones learn) from missing information;
 - rows used, backbone, data set, label words, `adapted` (the backbone is a folder with `pairzoo.adapt_mlm`'s
   `adaptation.json`), `mlm_head_weights` (the checkpoint has MLM-head weights), device and elapsed seconds.
+
+Bad input (a flag out of range, a data set neighbor attention cannot train on) prints one line,
+`probe_mask.py: error: ...`, and exits with status 2 before anything is written (`pairzoo.console.run_command`).
 """
 
-import argparse
 import json
+import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -38,13 +42,16 @@ import torch
 from sklearn.linear_model import RidgeClassifierCV
 from sklearn.preprocessing import StandardScaler
 
-from pairzoo import create_model, list_backbones, load_tokenizer
-from pairzoo.adapt_mlm import ADAPTATION_FILE
-from pairzoo.fileio import write_text_atomic
-from pairzoo.modeling.modeling_neighbor_attention import resolve_label_words
-from pairzoo.training.cli import DataArguments, check_model_reads_task, check_number, prepare_data
-from pairzoo.training.collators import make_collator
-from pairzoo.training.data import dataset_task
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing pairzoo
+
+from pairzoo import create_model, list_backbones, load_tokenizer  # noqa: E402
+from pairzoo.adapt_mlm import ADAPTATION_FILE  # noqa: E402
+from pairzoo.console import parse_flags, run_command  # noqa: E402
+from pairzoo.fileio import write_text_atomic  # noqa: E402
+from pairzoo.modeling.modeling_neighbor_attention import resolve_label_words  # noqa: E402
+from pairzoo.training.cli import DataArguments, check_model_reads_task, check_number, prepare_data  # noqa: E402
+from pairzoo.training.collators import make_collator  # noqa: E402
+from pairzoo.training.data import dataset_task  # noqa: E402
 
 MODEL = "neighbor-attention"
 FEATURES = ("mask", "mean", "cls")
@@ -135,34 +142,37 @@ def state_geometry(states: np.ndarray) -> dict:
     return {"mean_pairwise_cosine": None if pairwise is None else float(pairwise), "spread": float(spread)}
 
 
-def parse_args(argv: "list[str] | None" = None) -> argparse.Namespace:
-    """The flags, range-checked: a non-positive number or a data set neighbor attention cannot train on is a
-    ValueError naming the flag."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--backbone", default="minilm", help="minilm, tiny-bert, a folder (adapt_mlm's) or Hub id")
-    parser.add_argument("--dataset", default="sick-e", help="a pair-classification data set with a train split")
-    parser.add_argument("--data_dir", default=None, help="shared data folder (default: pairzoo's resolution)")
-    parser.add_argument("--max_train_rows", type=int, default=None, help="cap on train rows (default: all)")
-    parser.add_argument("--max_eval_rows", type=int, default=None, help="cap on validation rows (default: all)")
-    parser.add_argument("--batch_size", type=int, default=64)
-    parser.add_argument("--max_length", type=int, default=128)
-    parser.add_argument("--seed", type=int, default=42, help="pairzoo.train's default: the same capped train rows")
-    parser.add_argument("--head_learning_rates", type=float, nargs="*", default=[1e-3, 1e-2])
-    parser.add_argument("--head_epochs", type=int, default=5, help="epochs of the head-only runs on [MASK] states")
-    parser.add_argument("--output", default=None, help="also write the JSON here")
-    args = parser.parse_args(argv)
-    for flag in ("max_train_rows", "max_eval_rows", "batch_size", "max_length", "head_epochs"):
-        if getattr(args, flag) is not None:
-            check_number(flag, getattr(args, flag), "an integer >= 1", lambda v: v >= 1)
-    for rate in args.head_learning_rates:
-        check_number("head_learning_rates", rate, "a number > 0", lambda v: v > 0)
-    check_model_reads_task(MODEL, args.dataset, dataset_task(args.dataset))
-    return args
+@dataclass
+class ProbeArguments:
+    """The flags of `benchmarks/probe_mask.py`, range-checked: a non-positive number or a data set neighbor attention
+    cannot train on is a ValueError naming the flag."""
+
+    backbone: str = field(default="minilm", metadata={"help": "minilm, tiny-bert, a folder (adapt_mlm's) or Hub id"})
+    dataset: str = field(default="sick-e", metadata={"help": "a pair-classification data set with a train split"})
+    data_dir: str | None = field(default=None, metadata={"help": "shared data folder (default: pairzoo's resolution)"})
+    max_train_rows: int | None = field(default=None, metadata={"help": "cap on train rows (default: all)"})
+    max_eval_rows: int | None = field(default=None, metadata={"help": "cap on validation rows (default: all)"})
+    batch_size: int = field(default=64, metadata={"help": "rows per forward of the frozen backbone"})
+    max_length: int = field(default=128, metadata={"help": "token limit of each encoded row"})
+    seed: int = field(default=42, metadata={"help": "pairzoo.train's default: the same capped train rows"})
+    head_learning_rates: list[float] = field(
+        default_factory=lambda: [1e-3, 1e-2], metadata={"help": "learning rates of the head-only runs"}
+    )
+    head_epochs: int = field(default=5, metadata={"help": "epochs of the head-only runs on [MASK] states"})
+    output: str | None = field(default=None, metadata={"help": "also write the JSON here"})
+
+    def __post_init__(self) -> None:
+        for flag in ("max_train_rows", "max_eval_rows", "batch_size", "max_length", "head_epochs"):
+            if getattr(self, flag) is not None:
+                check_number(flag, getattr(self, flag), "an integer >= 1", lambda v: v >= 1)
+        for rate in self.head_learning_rates:
+            check_number("head_learning_rates", rate, "a number > 0", lambda v: v > 0)
+        check_model_reads_task(MODEL, self.dataset, dataset_task(self.dataset))
 
 
 def main(argv: "list[str] | None" = None) -> dict:
     """Run the probe with the flags `argv`; returns the result (also printed, and written to `--output`)."""
-    args = parse_args(argv)
+    args = parse_flags(ProbeArguments, argv, __doc__.split("\n\n")[0])
     started = time.perf_counter()
     data_args = DataArguments(
         dataset=args.dataset,
@@ -231,4 +241,4 @@ def main(argv: "list[str] | None" = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_command("probe_mask.py", main))

@@ -75,9 +75,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout without installing pairzoo
 
-from transformers import HfArgumentParser  # noqa: E402
-
 from benchmarks.grid import GRID_FILE, Profile, load_grid  # noqa: E402
+from pairzoo.console import check_at_least, parse_flags, run_command  # noqa: E402
 from pairzoo.fileio import write_text_atomic  # noqa: E402
 from pairzoo.zoo import MODEL_SPECS, PEER_PROFILES, Arm, Comparison  # noqa: E402
 
@@ -490,41 +489,6 @@ def run_pool(
                     failed.append(run.id)
 
 
-class OneLineErrorParser(HfArgumentParser):
-    """`HfArgumentParser` whose errors (an unknown flag or choice, a value of the wrong type) are a ValueError naming
-    the flag, which `console_main` prints as one line."""
-
-    def error(self, message: str):
-        raise ValueError(message)
-
-
-def parse_flags(dataclass_type: type, argv: "list[str] | None", description: str):
-    """The `dataclass_type` instance of `argv` (default `sys.argv[1:]`); bad flags are a ValueError."""
-    parser = OneLineErrorParser(dataclass_type, description=description)
-    args, rest = parser.parse_args_into_dataclasses(sys.argv[1:] if argv is None else argv, True)
-    if rest:
-        raise ValueError(f"unrecognized arguments: {' '.join(rest)}")
-    return args
-
-
-def console_main(main: Callable, prog: str, argv: "list[str] | None" = None) -> int:
-    """Run `main(argv)`; bad input (a ValueError or FileNotFoundError) prints one line, `<prog>: error: ...`, and
-    returns 2; else 0."""
-    try:
-        main(argv)
-    except (ValueError, FileNotFoundError) as err:
-        print(f"{prog}: error: {err}", file=sys.stderr)
-        return 2
-    return 0
-
-
-def _positive(args: object, *names: str) -> None:
-    for name in names:
-        value = getattr(args, name)
-        if value is not None and value < 1:
-            raise ValueError(f"--{name} must be an integer >= 1, got {value}.")
-
-
 # `list` is the last field: an annotation after it would read the field's default instead of the builtin.
 @dataclass
 class QualityArguments:
@@ -551,7 +515,7 @@ class QualityArguments:
     list: bool = field(default=False, metadata={"help": "print the planned runs and counts; train nothing"})
 
     def __post_init__(self) -> None:
-        _positive(self, "max_runs", "time_budget_s", "workers")
+        check_at_least(self, 1, "max_runs", "time_budget_s", "workers")
 
 
 def main(argv: "list[str] | None" = None) -> None:
@@ -635,11 +599,9 @@ __all__ = [
     "PlannedRun",
     "QualityArguments",
     "available_comparisons",
-    "console_main",
     "environment",
     "expressiveness_evaluations",
     "missing_data",
-    "parse_flags",
     "plan_runs",
     "profile_stages",
     "profile_train_args",
@@ -648,4 +610,4 @@ __all__ = [
 ]
 
 if __name__ == "__main__":
-    sys.exit(console_main(main, "quality.py"))
+    sys.exit(run_command("quality.py", main))

@@ -17,21 +17,25 @@ file the table says the columns were left out.
     python benchmarks/report.py benchmarks/results/cpu-small --readme docs/results.md
     python benchmarks/report.py benchmarks/results/cpu-full --readme docs/results.md \\
         --readme_heading 'Results, `cpu-full` profile (the peer budget)'
+
+Bad input (a missing or malformed results file, a README without its markers) prints one line,
+`report.py: error: ...`, and exits with status 2 before anything is written (`pairzoo.console.run_command`).
 """
 
-import argparse
 import json
 import os
 import re
 import statistics
 import sys
 from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing pairzoo
 
 from benchmarks.quality import PEER_PROFILES, REPO  # noqa: E402
 from benchmarks.speed_siamese_matcher import format_table as siamese_table  # noqa: E402
+from pairzoo.console import parse_flags, run_command  # noqa: E402
 from pairzoo.fileio import write_text_atomic  # noqa: E402
 from pairzoo.hub_cards.results import load_peers, load_runs, summarise  # noqa: E402
 from pairzoo.zoo import MODEL_SPECS  # noqa: E402
@@ -382,34 +386,42 @@ def build_report(
     return markdown
 
 
-def main(argv: "list[str] | None" = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument(
-        "results_dir", type=Path, nargs="?", default=None, help="quality run folder (omit: only --kg_dir table)"
+@dataclass
+class ReportArguments:
+    """The arguments of `benchmarks/report.py`: a results folder, or `--kg_dir` alone for only the WN18RR table."""
+
+    results_dir: Path | None = field(
+        default=None, metadata={"positional": True, "help": "quality run folder (omit: only --kg_dir table)"}
     )
-    parser.add_argument(
-        "--readme", type=Path, default=None, help="markdown file (docs/results.md) whose section is regenerated"
+    readme: Path | None = field(
+        default=None, metadata={"help": "markdown file (docs/results.md) whose section is regenerated"}
     )
-    parser.add_argument(
-        "--readme_heading",
+    readme_heading: str | None = field(
         default=None,
-        help="heading of a new README section for this folder when its markers are missing (put after the last one)",
+        metadata={
+            "help": "heading of a new README section for this folder when its markers are missing (put after the "
+            "last one)"
+        },
     )
-    parser.add_argument("--kg_dir", type=Path, default=None, help="folder of `pairzoo.train_kg` runs <arm>__seed<S>")
-    parser.add_argument("--peers", type=Path, default=PEERS_PATH, help=f"peer numbers (default {PEERS_LABEL})")
-    args = parser.parse_args(argv)
-    if args.results_dir is None and (args.kg_dir is None or args.readme is not None):
-        parser.error("give a results_dir, or --kg_dir alone to write only <kg_dir>/RESULTS.md")
-    try:
-        kg_dir = args.kg_dir.resolve() if args.kg_dir else None
-        if args.results_dir is None:
-            table = kg_markdown(load_kg_runs(kg_dir))
-            write_text_atomic(kg_dir / "RESULTS.md", table + "\n")
-            print(table)
-            return
-        print(build_report(args.results_dir.resolve(), args.readme, kg_dir, args.peers, args.readme_heading))
-    except (FileNotFoundError, ValueError) as err:
-        raise SystemExit(f"error: {err}") from err
+    kg_dir: Path | None = field(default=None, metadata={"help": "folder of `pairzoo.train_kg` runs <arm>__seed<S>"})
+    peers: Path = field(default=PEERS_PATH, metadata={"help": f"peer numbers ({PEERS_LABEL}, beside the clone)"})
+
+    def __post_init__(self) -> None:
+        if self.results_dir is None and (self.kg_dir is None or self.readme is not None):
+            raise ValueError("give a results_dir, or --kg_dir alone to write only <kg_dir>/RESULTS.md")
+
+
+def main(argv: "list[str] | None" = None) -> None:
+    """Write and print the report for `argv`; bad input is a ValueError or FileNotFoundError, raised before anything
+    is written."""
+    args = parse_flags(ReportArguments, argv, __doc__.split("\n")[0])
+    kg_dir = args.kg_dir.resolve() if args.kg_dir else None
+    if args.results_dir is None:
+        table = kg_markdown(load_kg_runs(kg_dir))
+        write_text_atomic(kg_dir / "RESULTS.md", table + "\n")
+        print(table)
+        return
+    print(build_report(args.results_dir.resolve(), args.readme, kg_dir, args.peers, args.readme_heading))
 
 
 __all__ = [
@@ -423,4 +435,4 @@ __all__ = [
 ]
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command("report.py", main))

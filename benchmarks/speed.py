@@ -15,6 +15,9 @@ share and trainable fraction of the backbone (`benchmarks/speed_neighbor_attenti
 goes to `<output_dir>/speed.json`; `benchmarks/report.py` renders it.
 
     python benchmarks/speed.py --output_dir benchmarks/results/cpu-small
+
+A bad flag (or an `--output_dir` that cannot be written) prints one line, `speed.py: error: ...`, and exits with status
+2 before anything is measured (`pairzoo.console.run_command`).
 """
 
 import argparse
@@ -23,6 +26,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -35,12 +39,34 @@ from quality import Arm, available_comparisons, environment, write_json_atomic  
 
 from benchmarks.timing import interleaved, medians, trainable_fraction  # noqa: E402
 from pairzoo import create_model, list_models, load_tokenizer  # noqa: E402
+from pairzoo.console import check_at_least, parse_flags, run_command  # noqa: E402
+from pairzoo.fileio import check_output_folder  # noqa: E402
 from pairzoo.registry import spec_for_model  # noqa: E402
 from pairzoo.training.collators import make_collator  # noqa: E402
 
 LONG_1 = "Two women in red jackets are walking their dogs through a park in the early morning fog. " * 40
 LONG_2 = "A man in a grey suit is running to catch a bus that is leaving the station downtown. " * 40
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@dataclass
+class SpeedArguments:
+    """The flags of `benchmarks/speed.py`."""
+
+    output_dir: Path = field(default=BENCH / "results" / "cpu-small", metadata={"help": "where speed.json goes"})
+    backbone: str = field(default="minilm", metadata={"help": "the backbone of every arm"})
+    lengths: list[int] = field(default_factory=lambda: [64, 128, 512], metadata={"help": "tokens per row"})
+    batch_sizes: list[int] = field(default_factory=lambda: [1, 32], metadata={"help": "rows per forward"})
+    repeats: int = field(default=3, metadata={"help": "timed runs of each arm (median)"})
+    only: list[str] | None = field(default=None, metadata={"help": "comparison names (default: all)"})
+    no_memory: bool = field(default=False, metadata={"help": "skip the peak-memory subprocesses"})
+    no_csr_grid: bool = field(default=False, metadata={"help": "skip the CSR cached-grid benchmark"})
+    no_siamese: bool = field(default=False, metadata={"help": "skip the Siamese matcher latency benchmark"})
+    # (internal) run in the subprocess that measures one arm's memory: the arm and shape as JSON
+    memory_child: str | None = field(default=None, metadata={"help": argparse.SUPPRESS})
+
+    def __post_init__(self) -> None:
+        check_at_least(self, 1, "lengths", "batch_sizes", "repeats")
 
 
 def build(arm: Arm, backbone: str) -> torch.nn.Module:
@@ -254,21 +280,13 @@ def targets(
 
 
 def main(argv: "list[str] | None" = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--output_dir", type=Path, default=BENCH / "results" / "cpu-small")
-    parser.add_argument("--backbone", default="minilm")
-    parser.add_argument("--lengths", type=int, nargs="+", default=[64, 128, 512])
-    parser.add_argument("--batch_sizes", type=int, nargs="+", default=[1, 32])
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--only", nargs="+", default=None, help="comparison names (default: all)")
-    parser.add_argument("--no_memory", action="store_true", help="skip the peak-memory subprocesses")
-    parser.add_argument("--no_csr_grid", action="store_true", help="skip the CSR cached-grid benchmark")
-    parser.add_argument("--no_siamese", action="store_true", help="skip the Siamese matcher latency benchmark")
-    parser.add_argument("--memory_child", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    """Measure every comparison (and the methods' own benchmarks) for the flags `argv`, write
+    `<output_dir>/speed.json` and print the targets; returns what speed.json holds."""
+    args = parse_flags(SpeedArguments, argv, __doc__.split("\n")[0])
     if args.memory_child:
         memory_child(json.loads(args.memory_child))
         return {}
+    check_output_folder(args.output_dir, "--output_dir")
     comparisons = [c for c in available_comparisons() if not args.only or c.name in args.only]
     results = {}
     for comparison in comparisons:
@@ -314,4 +332,4 @@ def main(argv: "list[str] | None" = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_command("speed.py", main))

@@ -17,11 +17,13 @@ the export through `CrossEncoder.predict` to pairzoo's pipeline (below 1: the fi
 
     python benchmarks/speed_batch.py              # all 1,500 dev pairs
     python benchmarks/speed_batch.py --limit 64   # a quick check
+
+A bad flag prints one line, `speed_batch.py: error: ...`, and exits with status 2 (`pairzoo.console.run_command`).
 """
 
-import argparse
 import sys
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -32,25 +34,25 @@ sys.path.insert(0, str(BENCH.parent))  # run from a checkout without installing 
 from benchmarks.timing import interleaved, medians  # noqa: E402
 from pairzoo import create_model, load_tokenizer  # noqa: E402
 from pairzoo.backbones import resolve_backbone  # noqa: E402
+from pairzoo.console import check_at_least, parse_flags, run_command  # noqa: E402
 from pairzoo.hub_cards import export_model  # noqa: E402
 from pairzoo.training.data import load_dataset  # noqa: E402
 
 
-def positive_int(value: str) -> int:
-    number = int(value)
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value!r}")
-    return number
+@dataclass
+class BatchArguments:
+    """The flags of `benchmarks/speed_batch.py`."""
 
+    limit: int | None = field(default=None, metadata={"help": "Score only the first N dev pairs (default: all)."})
+    batch_size: int = field(default=32, metadata={"help": "Pairs per batch, for every column."})
+    repeats: int = field(default=3, metadata={"help": "Timed rounds (median)."})
+    backbone: str = field(default="minilm", metadata={"help": "The cross-encoders' backbone."})
+    data_dir: str | None = field(
+        default=None, metadata={"help": "Folder holding STS-B/ (default: the shared data folder)."}
+    )
 
-def parse_args(argv: "list[str] | None" = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--limit", type=positive_int, default=None, help="Score only the first N dev pairs.")
-    parser.add_argument("--batch_size", type=positive_int, default=32)
-    parser.add_argument("--repeats", type=positive_int, default=3, help="Timed rounds (median).")
-    parser.add_argument("--backbone", default="minilm")
-    parser.add_argument("--data_dir", default=None, help="Folder holding STS-B/ (default: the shared data folder).")
-    return parser.parse_args(argv)
+    def __post_init__(self) -> None:
+        check_at_least(self, 1, "limit", "batch_size", "repeats")
 
 
 def main(argv: "list[str] | None" = None) -> "dict[str, float]":
@@ -58,7 +60,7 @@ def main(argv: "list[str] | None" = None) -> "dict[str, float]":
     from sentence_transformers import CrossEncoder
     from transformers import pipeline
 
-    args = parse_args(argv)
+    args = parse_flags(BatchArguments, argv, __doc__.split("\n\n")[0])
     rows = load_dataset("stsb", data_dir=args.data_dir, split="validation")["validation"]
     pairs = list(zip(rows["sentence1"], rows["sentence2"]))[: args.limit]
     torch.manual_seed(0)
@@ -99,4 +101,4 @@ def main(argv: "list[str] | None" = None) -> "dict[str, float]":
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_command("speed_batch.py", main))

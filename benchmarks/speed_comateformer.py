@@ -18,6 +18,9 @@ padding, eval mode, `torch.no_grad()` (so no training statistics are recorded).
   rather than allocator caching.
 
     python benchmarks/speed_comateformer.py --batch_size 32 --lengths 128 512 --repeats 3 [--arms paper mix+l1]
+
+A bad flag prints one line, `speed_comateformer.py: error: ...`, and exits with status 2
+(`pairzoo.console.run_command`).
 """
 
 import argparse
@@ -26,6 +29,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -36,6 +40,7 @@ from speed import status_kib  # noqa: E402
 
 from benchmarks.timing import interleaved, medians  # noqa: E402
 from pairzoo import ComateformerModel, create_model  # noqa: E402
+from pairzoo.console import check_at_least, parse_flags, run_command  # noqa: E402
 
 PLAIN = {"combined_layers": [], "combined_head_fraction": []}
 ARMS = {
@@ -47,6 +52,27 @@ ARMS = {
     "mix+count": {"integration": "mix", "key_normalization": "count"},
     "mix+l1": {"integration": "mix", "key_normalization": "l1"},
 }
+
+
+@dataclass
+class ComateformerSpeedArguments:
+    """The flags of `benchmarks/speed_comateformer.py`."""
+
+    batch_size: int = field(default=32, metadata={"help": "rows per batch"})
+    lengths: list[int] = field(default_factory=lambda: [128, 512], metadata={"help": "tokens per row, one run each"})
+    repeats: int = field(default=3, metadata={"help": "timed forwards of each arm (median)"})
+    arms: list[str] | None = field(
+        default=None,
+        metadata={
+            "choices": [arm for arm in ARMS if arm != "plain"],
+            "help": "the arms compared with `plain` (default: all)",
+        },
+    )
+    # (internal) run in the subprocess that measures one arm's memory
+    memory_child: str | None = field(default=None, metadata={"choices": sorted(ARMS), "help": argparse.SUPPRESS})
+
+    def __post_init__(self) -> None:
+        check_at_least(self, 1, "batch_size", "lengths", "repeats")
 
 
 def build(arm: str):
@@ -93,14 +119,9 @@ def measure_time(models: dict, inputs: dict, repeats: int) -> dict:
         return medians(interleaved(calls, 1, repeats))[0]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--batch_size", type=int, default=32)
-    parser.add_argument("--lengths", type=int, nargs="+", default=[128, 512])
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--arms", nargs="+", choices=[a for a in ARMS if a != "plain"], default=None)
-    parser.add_argument("--memory_child", choices=sorted(ARMS), help=argparse.SUPPRESS)
-    args = parser.parse_args()
+def main(argv: "list[str] | None" = None) -> None:
+    """Time and measure every arm for the flags `argv`, printing one JSON line per length."""
+    args = parse_flags(ComateformerSpeedArguments, argv, __doc__.split("\n")[0])
     if args.memory_child:
         memory_child(args.memory_child, args.batch_size, args.lengths[0])
         return
@@ -135,4 +156,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_command("speed_comateformer.py", main))

@@ -12,19 +12,45 @@
 
 Texts come from the synthetic generator (it has 15 distinct conditions; the rest are generator conditions prefixed
 "Considering: "). After a warm-up, repeats alternate between the contenders so load from other processes hits both
-alike; medians and ratios are printed as JSON. `torch.inference_mode`, `--threads` CPU threads.
+alike; medians and ratios are printed as JSON. `torch.inference_mode`, `--threads` CPU threads. A bad flag prints
+one line, `speed_csr.py: error: ...`, and exits with status 2 (`pairzoo.console.run_command`).
 """
 
-import argparse
 import json
 import statistics
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
-from benchmarks.timing import clock
-from pairzoo import create_model, load_tokenizer
-from pairzoo.pipelines.pipeline_conditional_similarity import encode_bi_inputs, encode_tri_inputs
-from pairzoo.training.synthetic import generate_examples
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing pairzoo
+
+from benchmarks.timing import clock  # noqa: E402
+from pairzoo import create_model, load_tokenizer  # noqa: E402
+from pairzoo.console import check_at_least, parse_flags, run_command  # noqa: E402
+from pairzoo.pipelines.pipeline_conditional_similarity import encode_bi_inputs, encode_tri_inputs  # noqa: E402
+from pairzoo.training.synthetic import generate_examples  # noqa: E402
+
+
+@dataclass
+class CsrSpeedArguments:
+    """The flags of `benchmarks/speed_csr.py`."""
+
+    backbone: str = field(default="minilm", metadata={"help": "the backbone of every model"})
+    sentences: int = field(default=200, metadata={"help": "distinct sentences of the embedding grid"})
+    conditions: int = field(default=20, metadata={"help": "distinct conditions of the embedding grid"})
+    overhead_pairs: int = field(
+        default=1000, metadata={"help": "(sentence, condition) pairs of the router-overhead forward"}
+    )
+    batch_size: int = field(default=64, metadata={"help": "rows per batch"})
+    max_length: int = field(default=64, metadata={"help": "token limit of each encoded input"})
+    repeats: int = field(default=3, metadata={"help": "timed rounds of each contender (median)"})
+    threads: int = field(default=1, metadata={"help": "torch CPU threads"})
+
+    def __post_init__(self) -> None:
+        names = ("sentences", "conditions", "overhead_pairs", "batch_size", "max_length", "repeats", "threads")
+        check_at_least(self, 1, *names)
 
 
 def _texts(n_sentences: int, n_conditions: int) -> "tuple[list[str], list[str]]":
@@ -42,16 +68,8 @@ def _texts(n_sentences: int, n_conditions: int) -> "tuple[list[str], list[str]]"
 
 
 def main(argv: "list[str] | None" = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--backbone", default="minilm")
-    parser.add_argument("--sentences", type=int, default=200)
-    parser.add_argument("--conditions", type=int, default=20)
-    parser.add_argument("--overhead_pairs", type=int, default=1000)
-    parser.add_argument("--batch_size", type=int, default=64)
-    parser.add_argument("--max_length", type=int, default=64)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=1)
-    args = parser.parse_args(argv)
+    """Time the contenders for the flags `argv`; prints the result as JSON and returns it."""
+    args = parse_flags(CsrSpeedArguments, argv, __doc__.split("\n")[0])
     torch.set_num_threads(args.threads)
     tokenizer = load_tokenizer(args.backbone)
     sentences, conditions = _texts(args.sentences, args.conditions)
@@ -107,4 +125,4 @@ def main(argv: "list[str] | None" = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_command("speed_csr.py", main))

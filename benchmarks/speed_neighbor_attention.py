@@ -17,23 +17,55 @@ as a masked LM with an MLM head (built from its config: weights do not change th
 forward, backward and an AdamW step over all parameters, as `adapt_mlm` trains. Reported: the median step and the
 total of the N steps, the step's ratio over the full fine-tuning step above (different inputs: sentences, not
 prompts), and the estimated cost of one adaptation epoch for `--adapt_corpus_sentences` sentences.
+
+A bad flag prints one line, `speed_neighbor_attention.py: error: ...`, and exits with status 2
+(`pairzoo.console.run_command`).
 """
 
-import argparse
 import json
 import math
 import statistics
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 from transformers import AutoModelForMaskedLM, DataCollatorForLanguageModeling
 
-from benchmarks.timing import clock, counted_flops, interleaved, medians, trainable_fraction
-from pairzoo import create_model, load_tokenizer
-from pairzoo.backbones import backbone_config
-from pairzoo.modeling.modeling_neighbor_attention import encode_neighbor_attention_inputs
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing pairzoo
+
+from benchmarks.timing import clock, counted_flops, interleaved, medians, trainable_fraction  # noqa: E402
+from pairzoo import create_model, load_tokenizer  # noqa: E402
+from pairzoo.backbones import backbone_config  # noqa: E402
+from pairzoo.console import check_at_least, json_object, parse_flags, run_command  # noqa: E402
+from pairzoo.modeling.encoders import embedding_output  # noqa: E402
+from pairzoo.modeling.modeling_neighbor_attention import encode_neighbor_attention_inputs  # noqa: E402
 
 LABEL_WORDS = ["entailment", "neutral", "contradiction"]
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@dataclass
+class NeighborSpeedArguments:
+    """The flags of `benchmarks/speed_neighbor_attention.py`."""
+
+    backbone: str = field(default="minilm", metadata={"help": "the backbone of every model"})
+    batch_size: int = field(default=16, metadata={"help": "prompts per training step"})
+    length: int = field(default=96, metadata={"help": "tokens per prompt, every prompt exactly this long"})
+    warmup: int = field(default=1, metadata={"help": "untimed steps of each model first"})
+    repeats: int = field(default=5, metadata={"help": "timed steps of each model (median)"})
+    threads: int | None = field(default=None, metadata={"help": "torch threads (default: torch's choice)"})
+    overrides: str = field(default="{}", metadata={"help": "neighbor-attention config overrides as JSON"})
+    adapt_steps: int = field(default=5, metadata={"help": "MLM adaptation steps to time (0: none)"})
+    adapt_batch_size: int = field(default=32, metadata={"help": "adapt_mlm's default batch"})
+    adapt_length: int = field(default=20, metadata={"help": "tokens per sentence (SICK-E p95: 20)"})
+    adapt_corpus_sentences: int = field(default=4789, metadata={"help": "SICK-E train: 4789 sentences"})
+
+    def __post_init__(self) -> None:
+        names = ("batch_size", "length", "repeats", "threads", "adapt_batch_size", "adapt_length")
+        check_at_least(self, 1, *names, "adapt_corpus_sentences")
+        check_at_least(self, 0, "warmup", "adapt_steps")
+        json_object(self.overrides, "overrides")
 
 
 def _inputs(backbone: str, batch_size: int, length: int) -> "dict[str, torch.Tensor]":
@@ -81,8 +113,11 @@ def _backward(model, batch) -> None:
 
 @torch.no_grad()
 def _search(model, batch) -> None:
-    """The neighbor search alone, on the embedding-layer states of `batch`."""
-    model.select_neighbors(model.backbone.embeddings(input_ids=batch["input_ids"]), batch["input_ids"])
+    """The neighbor search alone, on the hidden states entering the backbone's first layer for `batch`."""
+    states = embedding_output(
+        model.backbone, batch["input_ids"], batch.get("token_type_ids"), batch.get("attention_mask")
+    )
+    model.select_neighbors(states, batch["input_ids"])
 
 
 def _adaptation_steps(backbone: str, steps: int, batch_size: int, length: int) -> "list[tuple[float, float]]":
@@ -100,19 +135,8 @@ def _adaptation_steps(backbone: str, steps: int, batch_size: int, length: int) -
 
 
 def main(argv: "list[str] | None" = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--backbone", default="minilm")
-    parser.add_argument("--batch_size", type=int, default=16)
-    parser.add_argument("--length", type=int, default=96)
-    parser.add_argument("--warmup", type=int, default=1)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
-    parser.add_argument("--overrides", default="{}", help="neighbor-attention config overrides as JSON")
-    parser.add_argument("--adapt_steps", type=int, default=5, help="MLM adaptation steps to time (0: none)")
-    parser.add_argument("--adapt_batch_size", type=int, default=32, help="adapt_mlm's default batch")
-    parser.add_argument("--adapt_length", type=int, default=20, help="tokens per sentence (SICK-E p95: 20)")
-    parser.add_argument("--adapt_corpus_sentences", type=int, default=4789, help="SICK-E train: 4789 sentences")
-    args = parser.parse_args(argv)
+    """Time the training steps for the flags `argv`; prints the result as JSON and returns it."""
+    args = parse_flags(NeighborSpeedArguments, argv, __doc__.split("\n\n")[0])
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -181,4 +205,4 @@ def main(argv: "list[str] | None" = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_command("speed_neighbor_attention.py", main))

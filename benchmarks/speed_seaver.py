@@ -6,16 +6,40 @@ Both models run on identical full-length inputs (`s1 SEP s2 SEP c`, truncated to
 `torch.inference_mode`; after a warm-up, timings alternate between the models so that load from other processes hits
 both alike. The medians of wall-clock time and of process CPU time (steadier on a shared machine with `--threads 1`)
 are reported with their ratios as JSON, next to the ratio of counted FLOPs (`torch.utils.flop_counter`, matmuls
-only), which no load from other processes can disturb.
+only), which no load from other processes can disturb. A bad flag prints one line, `speed_seaver.py: error: ...`,
+and exits with status 2 (`pairzoo.console.run_command`).
 """
 
-import argparse
 import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
-from benchmarks.timing import counted_flops, interleaved, medians
-from pairzoo import create_model, encode_conditional_inputs, load_tokenizer
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing pairzoo
+
+from benchmarks.timing import counted_flops, interleaved, medians  # noqa: E402
+from pairzoo import create_model, encode_conditional_inputs, load_tokenizer  # noqa: E402
+from pairzoo.console import check_at_least, json_object, parse_flags, run_command  # noqa: E402
+
+
+@dataclass
+class SeaverSpeedArguments:
+    """The flags of `benchmarks/speed_seaver.py`."""
+
+    backbone: str = field(default="minilm", metadata={"help": "the backbone of both models"})
+    batch_size: int = field(default=32, metadata={"help": "rows per batch"})
+    length: int = field(default=128, metadata={"help": "tokens per row, every row exactly this long"})
+    warmup: int = field(default=3, metadata={"help": "untimed calls of each model first"})
+    repeats: int = field(default=15, metadata={"help": "timed calls of each model (median)"})
+    threads: int | None = field(default=None, metadata={"help": "torch threads (default: torch's choice)"})
+    seaver_overrides: str = field(default="{}", metadata={"help": "SEAVER config overrides as JSON"})
+
+    def __post_init__(self) -> None:
+        check_at_least(self, 1, "batch_size", "length", "repeats", "threads")
+        check_at_least(self, 0, "warmup")
+        json_object(self.seaver_overrides, "seaver_overrides")
 
 
 def _inputs(backbone: str, batch_size: int, length: int) -> "dict[str, torch.Tensor]":
@@ -32,15 +56,8 @@ def _inputs(backbone: str, batch_size: int, length: int) -> "dict[str, torch.Ten
 
 
 def main(argv: "list[str] | None" = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--backbone", default="minilm")
-    parser.add_argument("--batch_size", type=int, default=32)
-    parser.add_argument("--length", type=int, default=128)
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--repeats", type=int, default=15)
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
-    parser.add_argument("--seaver_overrides", default="{}", help="SEAVER config overrides as JSON")
-    args = parser.parse_args(argv)
+    """Time both models for the flags `argv`; prints the result as JSON and returns it."""
+    args = parse_flags(SeaverSpeedArguments, argv, __doc__.split("\n\n")[0])
     if args.threads:
         torch.set_num_threads(args.threads)
 
@@ -72,4 +89,4 @@ def main(argv: "list[str] | None" = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_command("speed_seaver.py", main))

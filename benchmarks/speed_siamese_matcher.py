@@ -20,18 +20,25 @@ go. A Markdown table follows the JSON (`report.py` renders the same table from `
 with and without the input word-embedding matrix), MFLOPs per pair and per-pair wall time at each batch size, next to
 the columns of the SFA paper's Table 1 (its parameter counts and latencies, measured on its own hardware); those
 figures could not be found in the sources available offline, so the columns read "n/a" rather than guessed numbers.
+A bad flag prints one line, `speed_siamese_matcher.py: error: ...`, and exits with status 2
+(`pairzoo.console.run_command`).
 """
 
-import argparse
 import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 from transformers import BertConfig
 
-from benchmarks.timing import counted_flops, interleaved, medians
-from pairzoo import create_model, encode_conditional_inputs, get_model_spec, load_tokenizer
-from pairzoo.configuration.configuration_siamese_matcher import MATCHERS
-from pairzoo.pipelines.pipeline_conditional_similarity import encode_tri_inputs
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing pairzoo
+
+from benchmarks.timing import counted_flops, interleaved, medians  # noqa: E402
+from pairzoo import create_model, encode_conditional_inputs, get_model_spec, load_tokenizer  # noqa: E402
+from pairzoo.configuration.configuration_siamese_matcher import MATCHERS  # noqa: E402
+from pairzoo.console import check_at_least, parse_flags, run_command  # noqa: E402
+from pairzoo.pipelines.pipeline_conditional_similarity import encode_tri_inputs  # noqa: E402
 
 FEATURE_ATTENTIONS = ("none", "fa", "sfa")
 # The hosts whose "+sfa / host" latency ratio carries the target tag (read by benchmarks/speed.py).
@@ -49,6 +56,29 @@ FIRST = "Two women in red jackets are walking their dogs through a park in the e
 SECOND = "A man in a grey suit is running to catch a bus that is leaving the station. " * 4
 
 
+@dataclass
+class SiameseSpeedArguments:
+    """The flags of `benchmarks/speed_siamese_matcher.py`."""
+
+    batch_sizes: list[int] = field(default_factory=lambda: [1, 32], metadata={"help": "batch sizes, one run each"})
+    length: int = field(default=32, metadata={"help": "tokens per sentence, [CLS] and SEP included"})
+    warmup: int = field(default=3, metadata={"help": "untimed calls of each model first"})
+    repeats: int = field(default=20, metadata={"help": "timed calls of each model (median)"})
+    threads: int | None = field(default=None, metadata={"help": "torch threads (default: torch's choice)"})
+    hidden_size: int = field(default=150, metadata={"help": "hidden size of the Siamese matchers"})
+    matchers: list[str] = field(
+        default_factory=lambda: list(MATCHERS),
+        metadata={
+            "choices": list(MATCHERS),
+            "help": "the Siamese matchers timed (each without FA, with FA, with SFA)",
+        },
+    )
+
+    def __post_init__(self) -> None:
+        check_at_least(self, 1, "batch_sizes", "length", "repeats", "threads", "hidden_size")
+        check_at_least(self, 0, "warmup")
+
+
 def _inputs(tokenizer, batch_size: int, length: int) -> "dict[str, dict[str, torch.Tensor]]":
     """Tri inputs (each sentence `length` tokens) and the cross-encoder input of the same word tokens."""
     tri = encode_tri_inputs(tokenizer, [FIRST] * batch_size, [SECOND] * batch_size, max_length=length)
@@ -61,15 +91,9 @@ def _inputs(tokenizer, batch_size: int, length: int) -> "dict[str, dict[str, tor
 
 
 def main(argv: "list[str] | None" = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--batch_sizes", type=int, nargs="+", default=[1, 32])
-    parser.add_argument("--length", type=int, default=32, help="tokens per sentence, [CLS] and SEP included")
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
-    parser.add_argument("--hidden_size", type=int, default=150, help="hidden size of the Siamese matchers")
-    parser.add_argument("--matchers", nargs="+", choices=MATCHERS, default=list(MATCHERS))
-    args = parser.parse_args(argv)
+    """Count and time every model for the flags `argv`; prints the result as JSON and the table, returns the
+    result."""
+    args = parse_flags(SiameseSpeedArguments, argv, __doc__.split("\n\n")[0])
     if args.threads:
         torch.set_num_threads(args.threads)
 
@@ -189,4 +213,4 @@ def format_table(result: dict) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_command("speed_siamese_matcher.py", main))

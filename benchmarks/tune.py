@@ -45,9 +45,7 @@ from benchmarks.quality import (  # noqa: E402
     adapt_first,
     available_comparisons,
     child_threads,
-    console_main,
     environment,
-    parse_flags,
     profile_arms,
     profile_train_args,
     run_id,
@@ -55,6 +53,7 @@ from benchmarks.quality import (  # noqa: E402
     train_and_record,
     write_json_atomic,
 )
+from pairzoo.console import check_at_least, parse_flags, run_command  # noqa: E402
 from pairzoo.fileio import write_text_atomic  # noqa: E402
 from pairzoo.hub_cards.results import main_metric  # noqa: E402
 
@@ -341,8 +340,7 @@ class TuneArguments:
     list: bool = field(default=False, metadata={"help": "print the planned runs, done or not; train nothing"})
 
     def __post_init__(self) -> None:
-        if self.workers < 1:
-            raise ValueError(f"--workers must be an integer >= 1, got {self.workers}.")
+        check_at_least(self, 1, "workers")
 
 
 def main(argv: "list[str] | None" = None) -> None:
@@ -373,4 +371,4 @@ def main(argv: "list[str] | None" = None) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(console_main(main, "tune.py"))
+    sys.exit(run_command("tune.py", main))

@@ -2,14 +2,19 @@
 
 .venv/bin/python examples/train_with_trainer.py --backbone minilm --output_dir outputs/train_with_trainer
 accelerate launch examples/train_with_trainer.py ...  (several GPUs or processes: docs/scaling.md)
+
+The validation metrics and the export folder are printed (by the main process).
 """
 
-import argparse
+import sys
+from dataclasses import dataclass, field
 
 from datasets import Dataset
 from transformers import Trainer, TrainingArguments
 
 from pairzoo import create_model, load_tokenizer
+from pairzoo.console import OneLineErrorParser, run_command
+from pairzoo.fileio import check_output_folder
 from pairzoo.hub_cards import export_model
 from pairzoo.training import compute_metrics_fn, make_collator, tokenize_dataset
 
@@ -25,11 +30,30 @@ PAIRS = [  # sentence1, sentence2, similarity 0-5
 ]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--backbone", default="minilm", help="minilm, tiny-bert, tiny-roberta, a folder or Hub id")
-    parser.add_argument("--output_dir", default="outputs/train_with_trainer")
-    args = parser.parse_args()
+PROG = "examples/train_with_trainer.py"
+
+
+@dataclass
+class ExampleArguments:
+    """The backbone to fine-tune and where to write the run."""
+
+    backbone: str = field(default="minilm", metadata={"help": "minilm, tiny-bert, tiny-roberta, a folder or Hub id"})
+    output_dir: str = field(
+        default="outputs/train_with_trainer", metadata={"help": "the Trainer's folder; the model goes to its export/"}
+    )
+
+
+def parse_args(argv: "list[str]") -> ExampleArguments:
+    """The flags of `argv`; an `--output_dir` that cannot be written is a ValueError naming it."""
+    parser = OneLineErrorParser(ExampleArguments, prog=PROG, description=__doc__)
+    (args,) = parser.parse_args_into_dataclasses(args=argv, look_for_args_file=False)
+    check_output_folder(args.output_dir, "--output_dir")
+    return args
+
+
+def run(argv: "list[str]") -> None:
+    """Fine-tune a cross-encoder on `PAIRS`, evaluate it and export it to `<output_dir>/export`."""
+    args = parse_args(argv)
     model = create_model("cross-encoder", backbone=args.backbone, label_min=0.0, label_max=5.0)
     tokenizer = load_tokenizer(args.backbone)
     texts = Dataset.from_dict(dict(zip(("sentence1", "sentence2", "label"), map(list, zip(*PAIRS)))))
@@ -60,5 +84,11 @@ def main() -> None:
         print(metrics, "export:", folder)
 
 
+def main(argv: "list[str] | None" = None) -> int:
+    """`run` as a command line on `argv` (default `sys.argv[1:]`): returns the exit status (an error in the input
+    is one line and 2, `pairzoo.console.run_command`)."""
+    return run_command(PROG, run, argv)
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -2,7 +2,12 @@
 
 - `OneLineErrorParser`: transformers' `HfArgumentParser` (flags declared as dataclass fields) whose errors (an
   unknown flag, a missing one, an unknown choice, a value of the wrong type) are a `ValueError` naming the flag, not
-  argparse's usage text and exit.
+  argparse's usage text and exit. A field whose metadata has `"positional": True` is an optional positional
+  argument (`nargs="?"`, its default when absent) instead of a `--flag`.
+- `parse_flags(dataclass_types, argv, description)`: the dataclass instance(s) of `argv`, parsed by a
+  `OneLineErrorParser` (help lists `--traceback` too); a string no flag takes is a ValueError.
+- `check_at_least(args, minimum, *names)` and `json_object(text, name)`: checks of a flag's value (an integer's
+  range, a JSON object), a ValueError naming the flag.
 - `run_command(prog, main, argv)`: runs `main(argv)`; an error in the input (`USER_ERRORS`: what the checks raise)
   prints one line, `<prog>: error: ...`, and returns exit status 2; a run that failed (e.g. a non-finite loss, passed
   as `failures`) prints one line and returns 1; `--traceback` (`ConsoleArguments`, taken out of `argv` before `main`
@@ -13,8 +18,12 @@
 """
 
 import argparse
+import dataclasses
+import json
 import logging as std_logging
 import sys
+import types
+import typing
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -32,7 +41,8 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescript
 class OneLineErrorParser(HfArgumentParser):
     """`HfArgumentParser` whose errors (an unknown flag or choice, a missing flag, a value of the wrong type) are a
     `ValueError` naming the flag, which `run_command` prints as one line, not argparse's usage text and an exit.
-    Help shows each flag's default and keeps the description's line breaks (`HelpFormatter`)."""
+    Help shows each flag's default and keeps the description's line breaks (`HelpFormatter`). A field whose
+    metadata has `"positional": True` (a scalar type, with a default) is an optional positional argument."""
 
     def __init__(self, dataclass_types=None, **kwargs) -> None:
         kwargs.setdefault("formatter_class", HelpFormatter)
@@ -40,6 +50,17 @@ class OneLineErrorParser(HfArgumentParser):
 
     def error(self, message: str):
         raise ValueError(message)
+
+    @staticmethod
+    def _parse_dataclass_field(parser: argparse.ArgumentParser, field: dataclasses.Field) -> None:
+        kwargs = dict(field.metadata)
+        if not kwargs.pop("positional", False):
+            HfArgumentParser._parse_dataclass_field(parser, field)
+            return
+        kind = field.type
+        if typing.get_origin(kind) in (typing.Union, types.UnionType):  # `X | None`: X
+            kind = next(arg for arg in typing.get_args(kind) if arg is not type(None))
+        parser.add_argument(field.name, nargs="?", type=kind, default=field.default, **kwargs)
 
 
 @dataclass
@@ -58,6 +79,49 @@ def split_console_arguments(argv: "list[str]") -> "tuple[ConsoleArguments, list[
         args=argv, return_remaining_strings=True, look_for_args_file=False
     )
     return console, rest
+
+
+def parse_flags(
+    dataclass_types: "type | tuple[type, ...] | list[type]", argv: "list[str] | None", description: str
+) -> typing.Any:
+    """The instance of the dataclass `dataclass_types` (several: a tuple of instances, in their order) that
+    `argv` (default `sys.argv[1:]`) gives, parsed by a `OneLineErrorParser` described by `description` whose help
+    also lists `ConsoleArguments` (`run_command` takes those out of `argv`). Bad flags, and strings no flag takes
+    ("unrecognized arguments: ..."), are a ValueError, raised before any dataclass checks its values."""
+    several = isinstance(dataclass_types, (tuple, list))
+    wanted = tuple(dataclass_types) if several else (dataclass_types,)
+    parser = OneLineErrorParser((*wanted, ConsoleArguments), description=description)
+    namespace, rest = parser.parse_known_args(args=sys.argv[1:] if argv is None else list(argv))
+    if rest:
+        raise ValueError(f"unrecognized arguments: {' '.join(rest)}")
+    instances = tuple(
+        kind(**{item.name: getattr(namespace, item.name) for item in dataclasses.fields(kind) if item.init})
+        for kind in wanted
+    )
+    return instances if several else instances[0]
+
+
+def check_at_least(args: object, minimum: int, *names: str) -> None:
+    """Each flag `names` of `args` (a dataclass of flags) that is set (not None) must be at least `minimum` (a list
+    flag: each of its values); else a ValueError naming it: `--name must be an integer >= minimum, got value.`"""
+    for name in names:
+        value = getattr(args, name)
+        several = isinstance(value, list)
+        for item in value if several else [value]:
+            if item is not None and item < minimum:
+                what = "integers" if several else "an integer"
+                raise ValueError(f"--{name} must be {what} >= {minimum}, got {item}.")
+
+
+def json_object(text: str, name: str) -> dict:
+    """The JSON object `text` of the flag `--name` as a dict; anything else is a ValueError naming the flag."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"--{name} is not valid JSON ({err.msg} at character {err.pos}): {text!r}.") from err
+    if not isinstance(value, dict):
+        raise ValueError(f"--{name} must be a JSON object, got {text!r}.")
+    return value
 
 
 def error_message(err: BaseException) -> str:
@@ -126,8 +190,11 @@ __all__ = [
     "ConsoleArguments",
     "HelpFormatter",
     "OneLineErrorParser",
+    "check_at_least",
     "console_logging",
     "error_message",
+    "json_object",
+    "parse_flags",
     "run_command",
     "split_console_arguments",
 ]

@@ -20,6 +20,7 @@ import quality  # noqa: E402
 import report  # noqa: E402
 
 from benchmarks.grid import GRID_FILE, Profile, load_grid  # noqa: E402
+from pairzoo.console import run_command  # noqa: E402
 
 ADAPTED_ARMS = (
     "full fine-tuning",
@@ -358,7 +359,7 @@ def test_arms_flag_keeps_only_the_named_arms_in_plan_order(tmp_path, capsys):
 )
 def test_bad_quality_flags_print_one_line_and_write_nothing(tmp_path, argv, message, capsys):
     for extra in (["--list"], []):
-        assert quality.console_main(quality.main, "quality.py", [*argv, *extra, "--output_dir", str(tmp_path)]) == 2
+        assert run_command("quality.py", quality.main, [*argv, *extra, "--output_dir", str(tmp_path)]) == 2
         err = capsys.readouterr().err
         assert err.startswith(f"quality.py: error: {message}") and err.count("\n") == 1
     assert not any(tmp_path.iterdir())
@@ -572,7 +573,7 @@ def test_missing_esnli_files_stop_the_neighbor_attention_plan_before_anything_st
         f"runs, first {first})"
     )
     for extra in ([], ["--workers", "2"]):  # refused before any adaptation step or run
-        assert quality.console_main(quality.main, "quality.py", [*argv, *extra]) == 2
+        assert run_command("quality.py", quality.main, [*argv, *extra]) == 2
         err = capsys.readouterr().err
         assert err.startswith(f"quality.py: error: data the runs still to run read is missing: {expected}. ")
         assert err.count("\n") == 1 and "'sick-e'" not in err.split(first, 1)[1]  # SICK itself is there

@@ -160,7 +160,7 @@ def test_kg_table_of_time_budgeted_runs_alone(tmp_path, capsys):
     assert "--learning_rate 0.0001" in table and "--max_train_seconds 330 --bf16" in table
     assert "eval_queries" not in table and "NVIDIA H200" in table and "stopped after 330 s" in table
     assert "| tri-hadamard-router | 1 | 1397 | 38.00 ± 0.00 |" in table and "| -2.00 | one seed: no spread |" in table
-    with pytest.raises(SystemExit):
+    with pytest.raises(ValueError, match="give a results_dir, or --kg_dir alone"):
         report.main(["--kg_dir", str(tmp_path / "kg"), "--readme", str(tmp_path / "README.md")])
 
 

@@ -27,6 +27,7 @@ import device_pack  # noqa: E402
 
 from pairzoo import create_model  # noqa: E402
 from pairzoo.backbones import MINILM_DIR_ENV, minilm_path, resolve_backbone, tiny_backbone_config  # noqa: E402
+from pairzoo.console import run_command  # noqa: E402
 from pairzoo.training.data import load_dataset, load_kg_entities  # noqa: E402
 
 SICK_HEADER = (
@@ -323,26 +324,32 @@ def _listing(folder: Path) -> list[str]:
 
 def test_size_limit_fires_naming_the_sizes_and_leaves_nothing(sources, tmp_path, monkeypatch):
     monkeypatch.setattr(device_pack, "TRANSFER_LIMIT_BYTES", 200_000)
-    with pytest.raises(SystemExit) as raised:
+    with pytest.raises(device_pack.PackError) as raised:
         device_pack.main(["--datasets", "sick-e", *_pack_args(sources, tmp_path / "pack")])
     message = str(raised.value)
     assert "exceeds the 0.2 MiB" in message and "minilm " in message and "working tree " in message
     assert _listing(tmp_path) == []
 
 
-def test_bad_input_names_it_and_leaves_nothing(sources, tmp_path):
-    with pytest.raises(SystemExit, match="unknown data set 'sick-x'"):
+def test_bad_input_names_it_and_leaves_nothing(sources, tmp_path, capsys):
+    with pytest.raises(device_pack.PackError, match="unknown data set 'sick-x'"):
         device_pack.main(["--datasets", "sick-e", "sick-x", *_pack_args(sources, tmp_path / "pack")])
-    with pytest.raises(SystemExit, match="unknown data set 'csts'"):  # reads its own CSVs, not the data folder
+    # the command line: one line naming it, exit status 2
+    argv = ["--datasets", "sick-x", *_pack_args(sources, tmp_path / "pack")]
+    assert run_command("device_pack.py", device_pack.main, argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("device_pack.py: error: unknown data set 'sick-x'") and err.count("\n") == 1
+    # csts reads its own CSVs, not the data folder
+    with pytest.raises(device_pack.PackError, match="unknown data set 'csts'"):
         device_pack.main(["--datasets", "csts", *_pack_args(sources, tmp_path / "pack")])
-    with pytest.raises(SystemExit, match="'stsb': none of its files"):  # not in the (fake) data folder
+    with pytest.raises(device_pack.PackError, match="'stsb': none of its files"):  # not in the (fake) data folder
         device_pack.main(["--datasets", "stsb", *_pack_args(sources, tmp_path / "pack")])
     assert _listing(tmp_path) == []
 
     existing = tmp_path / "pack"
     existing.mkdir()
     (existing / "keep.txt").write_text("mine")
-    with pytest.raises(SystemExit, match=re.escape(f"output '{existing}' exists; pass --overwrite")):
+    with pytest.raises(device_pack.PackError, match=re.escape(f"output '{existing}' exists; pass --overwrite")):
         device_pack.main(["--datasets", "sick-e", *_pack_args(sources, existing)])
     assert _listing(tmp_path) == ["pack"] and _listing(existing) == ["keep.txt"]
 

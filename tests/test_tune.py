@@ -9,6 +9,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import tune  # noqa: E402
+from pairzoo.console import run_command  # noqa: E402
 
 COMPARISONS = {c.name: c for c in tune.available_comparisons()}
 
@@ -91,7 +92,7 @@ def test_run_all_trains_the_grid_at_seed_0_then_the_chosen_setting_on_the_other_
     ],
 )
 def test_bad_tune_input_prints_one_line_and_writes_nothing(tmp_path, argv, message, capsys) -> None:
-    assert tune.console_main(tune.main, "tune.py", [*argv, "--output_dir", str(tmp_path / "out")]) == 2
+    assert run_command("tune.py", tune.main, [*argv, "--output_dir", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"tune.py: error: {message}") and err.count("\n") == 1
     assert not any(tmp_path.iterdir())

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from transformers import pipeline
 
 import pairzoo
-from pairzoo.console import OneLineErrorParser, run_command
+from pairzoo.console import parse_flags, run_command
 from pairzoo.fileio import check_output_folder
 from pairzoo.hub_cards import export_model
 
@@ -32,8 +32,7 @@ class QuickstartArguments:
 
 def parse_args(argv: "list[str]") -> QuickstartArguments:
     """The flags of `argv`; an `--output_dir` that cannot be written is a ValueError naming it."""
-    parser = OneLineErrorParser(QuickstartArguments, prog=PROG, description=__doc__)
-    (args,) = parser.parse_args_into_dataclasses(args=argv, look_for_args_file=False)
+    args = parse_flags(QuickstartArguments, argv, __doc__)
     check_output_folder(args.output_dir, "--output_dir")
     return args
 

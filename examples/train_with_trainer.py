@@ -13,7 +13,7 @@ from datasets import Dataset
 from transformers import Trainer, TrainingArguments
 
 from pairzoo import create_model, load_tokenizer
-from pairzoo.console import OneLineErrorParser, run_command
+from pairzoo.console import parse_flags, run_command
 from pairzoo.fileio import check_output_folder
 from pairzoo.hub_cards import export_model
 from pairzoo.training import compute_metrics_fn, make_collator, tokenize_dataset
@@ -45,8 +45,7 @@ class ExampleArguments:
 
 def parse_args(argv: "list[str]") -> ExampleArguments:
     """The flags of `argv`; an `--output_dir` that cannot be written is a ValueError naming it."""
-    parser = OneLineErrorParser(ExampleArguments, prog=PROG, description=__doc__)
-    (args,) = parser.parse_args_into_dataclasses(args=argv, look_for_args_file=False)
+    args = parse_flags(ExampleArguments, argv, __doc__)
     check_output_folder(args.output_dir, "--output_dir")
     return args
 

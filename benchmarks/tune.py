@@ -16,7 +16,8 @@ optimism and seeds 1-2 do not.
 Each run is one `pairzoo.train` subprocess, written atomically as one JSON file under `<output_dir>/runs/` (the quality
 benchmark's record plus `tuning`: the grid, the stage and the setting); existing files are kept, so an interrupted
 command resumes. `--workers N` trains N runs at once (`benchmarks/quality.py`'s `run_pool`); a final run starts as soon
-as its arm's selection is complete. Bad input prints one line, `tune.py: error: ...`, and exits with status 2.
+as its arm's selection is complete, before the later arms' selection runs; `--time_budget_s S` starts no run that
+could end past S seconds. Bad input prints one line, `tune.py: error: ...`, and exits with status 2.
 `--report` writes `<output_dir>/RESULTS.md` and `summary.json`: per comparison and data set, each
 arm's chosen setting and seed-0 grid, its tuned mean ± std, the verdict against the tuned baseline and, beside it,
 labelled, the same arms at the peer recipe (the `cpu-full` run files).
@@ -67,13 +68,14 @@ ENCODER_GRID = {"learning_rate": (2e-5, 5e-5, 1e-4), "num_train_epochs": (2, 5)}
 OWN_RATE_STEPS = (1 / 3, 1.0, 3.0)
 
 
-def grid_for(comparison: Comparison, arm: Arm) -> "list[dict]":
-    """The settings an arm is tuned over, in tie-breaking order: the encoder grid, or, for an arm or comparison with
-    its own learning rate L and epochs E, L / 3, L, 3 L x E, 2 E."""
+def grid_for(comparison: Comparison, arm: Arm, dataset: str) -> "list[dict]":
+    """The settings an arm is tuned over on `dataset`, in tie-breaking order: the encoder grid, or, for an arm or
+    comparison with its own learning rate L, L / 3, L, 3 L x E, 2 E, where E is the run's epochs at the base profile
+    (for neighbor attention the paper's 5)."""
     own = {**comparison.train_args, **arm.train_args}
     if "learning_rate" in own:
         rates = tuple(float(f"{own['learning_rate'] * step:.3g}") for step in OWN_RATE_STEPS)
-        epochs = own.get("num_train_epochs", PROFILES[BASE_PROFILE].args["num_train_epochs"])
+        epochs = profile_train_args(comparison, arm, PROFILES[BASE_PROFILE], dataset)["num_train_epochs"]
         grid = {"learning_rate": rates, "num_train_epochs": (epochs, 2 * epochs)}
     else:
         grid = ENCODER_GRID
@@ -130,7 +132,7 @@ def run_score(record: dict) -> "float | None":
 def selection_scores(comparison: Comparison, arm: Arm, dataset: str, runs_dir: Path) -> "dict[int, float | None]":
     """Seed-0 scores of the arm's grid settings that have run, by grid index."""
     scores = {}
-    for i, setting in enumerate(grid_for(comparison, arm)):
+    for i, setting in enumerate(grid_for(comparison, arm, dataset)):
         record = read_run(runs_dir / f"{TunedRun(comparison, arm, dataset, 0, setting, 'select').id}.json")
         if record is not None:
             scores[i] = run_score(record)
@@ -138,7 +140,8 @@ def selection_scores(comparison: Comparison, arm: Arm, dataset: str, runs_dir: P
 
 
 def plan(comparisons: "list[Comparison]", datasets: "tuple | None", arms: "tuple | None", runs_dir: Path) -> list:
-    """Selection runs of every arm first, then the final runs of the arms whose selection is complete."""
+    """Per comparison, data set and arm (in the order given): the selection runs, then, once the selection is
+    complete, the final runs, so an arm's final runs come before the later arms' selection runs."""
     pairs = [
         (c, a, d)
         for c in comparisons
@@ -147,9 +150,10 @@ def plan(comparisons: "list[Comparison]", datasets: "tuple | None", arms: "tuple
         for a in profile_arms(c, BASE_PROFILE)
         if arms is None or a.label in arms
     ]
-    runs = [TunedRun(c, a, d, 0, s, "select") for c, a, d in pairs for s in grid_for(c, a)]
+    runs = []
     for c, a, d in pairs:
-        chosen = select(selection_scores(c, a, d, runs_dir), grid_for(c, a))
+        runs += [TunedRun(c, a, d, 0, s, "select") for s in grid_for(c, a, d)]
+        chosen = select(selection_scores(c, a, d, runs_dir), grid_for(c, a, d))
         if chosen is not None:
             runs += [TunedRun(c, a, d, seed, chosen, "final") for seed in SEEDS if seed != 0]
     return runs
@@ -163,7 +167,7 @@ def train(run: TunedRun, runs_dir: Path, env: dict, threads: "int | None" = None
     record["tuning"] = {
         "stage": run.stage,
         "setting": run.setting,
-        "grid": grid_for(run.comparison, run.arm),
+        "grid": grid_for(run.comparison, run.arm, run.dataset),
         "selection": "best dev main metric at seed 0, ties to the earlier grid setting",
     }
     write_json_atomic(runs_dir / f"{run.id}.json", record)
@@ -171,10 +175,16 @@ def train(run: TunedRun, runs_dir: Path, env: dict, threads: "int | None" = None
 
 
 def run_all(
-    comparisons: list, datasets: "tuple | None", arms: "tuple | None", output_dir: Path, workers: int = 1
+    comparisons: list,
+    datasets: "tuple | None",
+    arms: "tuple | None",
+    output_dir: Path,
+    workers: int = 1,
+    deadline: "float | None" = None,
 ) -> None:
     """Train every planned run that has no file yet, `workers` at a time, re-planning whenever a run ends so the final
-    runs follow the selection. A SystemExit names the runs that failed; the others' files are written."""
+    runs follow the selection; no run starts that could end past `deadline` (`run_pool`). A SystemExit names the runs
+    that failed; the others' files are written."""
     runs_dir = output_dir / "runs"
 
     def pending() -> list:
@@ -190,7 +200,7 @@ def run_all(
         record = train(run, runs_dir, env, threads)
         print(f"{run.id}: {run_score(record)} ({time.time() - t0:.0f} s)", flush=True)
 
-    _, failed = run_pool(pending, job, workers)
+    _, failed = run_pool(pending, job, workers, deadline=deadline)
     if failed:
         raise SystemExit(f"{len(failed)} run(s) failed (messages above): {failed}. The same command reruns them.")
 
@@ -230,7 +240,7 @@ def summarise_tuned(runs: "list[dict]", peer_runs: "list[dict]") -> "list[dict]"
     for row in rows.values():
         comparison = comparisons[row["comparison"]]
         arm = next(a for a in comparison.arms if a.label == row["arm"])
-        grid = grid_for(comparison, arm)
+        grid = grid_for(comparison, arm, row["dataset"])
         scores = {i: row["grid"].get(setting_label(s)) for i, s in enumerate(grid) if setting_label(s) in row["grid"]}
         chosen = select(scores, grid)
         row["chosen"] = None if chosen is None else setting_label(chosen)
@@ -270,14 +280,21 @@ def _cell(values: "dict[int, float]") -> str:
     return f"{mean:.2f} ± {std:.2f} (seeds {seeds})" if len(values) > 1 else f"{mean:.2f} (seed {seeds})"
 
 
-def tuned_markdown(rows: "list[dict]") -> str:
-    """The tuned comparison tables, one per (comparison, data set)."""
+def run_device(record: dict) -> str:
+    """Where a run trained: its GPU's name, or "CPU"."""
+    return record.get("hardware", {}).get("cuda") or "CPU"
+
+
+def tuned_markdown(rows: "list[dict]", devices: "list[str]") -> str:
+    """The tuned comparison tables, one per (comparison, data set); `devices`: where the runs trained."""
     parts = [
         "Every arm tuned over the same grid on top of the `cpu-full` recipe (batch 16, warmup 0.1, weight decay "
         "0.01, length 128, bundled MiniLM), selected on dev at seed 0 (best main metric, ties to the smaller "
         "setting), then run at its chosen setting on seeds 0-2 (`benchmarks/tune.py`). Verdict: gain / loss when the "
         "difference of means exceeds the sum of the two seed stds, else tie; open while a side has < 3 seeds. The "
-        "peer-recipe columns are the same arms at the fixed `cpu-full` recipe, labelled, for contrast."
+        "peer-recipe columns are the same arms at the fixed `cpu-full` recipe, labelled, for contrast. Trained on: "
+        + ", ".join(devices)
+        + "."
     ]
     for key in dict.fromkeys((r["comparison"], r["dataset"]) for r in rows):
         group = [r for r in rows if (r["comparison"], r["dataset"]) == key]
@@ -315,11 +332,11 @@ def report(output_dir: Path, readme: "Path | None") -> str:
     if not runs:
         raise FileNotFoundError(f"no run files under {str(output_dir / 'runs')!r}: run benchmarks/tune.py first.")
     rows = summarise_tuned(runs, load_run_files(PEER_RECIPE_DIR))
-    text = tuned_markdown(rows)
+    text = tuned_markdown(rows, sorted({run_device(r) for r in runs}))
     write_text_atomic(output_dir / "RESULTS.md", "# Tuned comparisons\n\n" + text + "\n")
     write_text_atomic(output_dir / "summary.json", json.dumps(rows, indent=2))
     if readme is not None:
-        heading = "Results, tuned comparisons (every arm over the same grid, selected on dev)"
+        heading = f"Results, tuned comparisons in {output_dir.name} (every arm over the same grid, selected on dev)"
         updated = readme_with_section(readme.read_text(), text, output_dir.name, heading)
         write_text_atomic(readme, updated)
     return text
@@ -335,12 +352,16 @@ class TuneArguments:
     datasets: list[str] | None = field(default=None, metadata={"help": "of those, only these data sets"})
     arms: list[str] | None = field(default=None, metadata={"help": "of those, only these arm labels"})
     workers: int = field(default=1, metadata={"help": "train this many runs at once, each in its own subprocess"})
+    time_budget_s: int | None = field(
+        default=None,
+        metadata={"help": "start no run that would end past this many seconds, judged by the longest run so far"},
+    )
     report: bool = field(default=False, metadata={"help": "write RESULTS.md and summary.json; train nothing"})
     readme: str | None = field(default=None, metadata={"help": "with --report: also update this file's section"})
     list: bool = field(default=False, metadata={"help": "print the planned runs, done or not; train nothing"})
 
     def __post_init__(self) -> None:
-        check_at_least(self, 1, "workers")
+        check_at_least(self, 1, "workers", "time_budget_s")
 
 
 def main(argv: "list[str] | None" = None) -> None:
@@ -367,7 +388,8 @@ def main(argv: "list[str] | None" = None) -> None:
             done = "done" if (runs_dir / f"{run.id}.json").exists() else "to run"
             print(f"{run.stage:6} {run.id} ({setting_label(run.setting)}): {done}")
         return
-    run_all(comparisons, datasets, arms, output_dir, args.workers)
+    deadline = None if args.time_budget_s is None else time.time() + args.time_budget_s
+    run_all(comparisons, datasets, arms, output_dir, args.workers, deadline)
 
 
 if __name__ == "__main__":

@@ -29,14 +29,19 @@ def test_select_picks_the_best_setting_and_breaks_ties_towards_the_earlier_one()
 
 def test_encoder_arms_share_the_grid_and_own_rate_arms_are_tuned_around_their_rate() -> None:
     comparison = COMPARISONS["seaver-absa"]
-    grids = [tune.grid_for(comparison, arm) for arm in comparison.arms]
+    grids = [tune.grid_for(comparison, arm, "absa-laptops") for arm in comparison.arms]
     assert all(grid == grids[0] for grid in grids)
     assert {(s["learning_rate"], s["num_train_epochs"]) for s in grids[0]} == {
         (lr, e) for lr in (2e-5, 5e-5, 1e-4) for e in (2, 5)
     }
     re2 = COMPARISONS["siamese-re2"]
-    own = {(s["learning_rate"], s["num_train_epochs"]) for s in tune.grid_for(re2, re2.baseline)}
+    own = {(s["learning_rate"], s["num_train_epochs"]) for s in tune.grid_for(re2, re2.baseline, "sick-e")}
     assert own == {(lr, e) for lr in (3.33e-4, 1e-3, 3e-3) for e in (3, 6)}
+    # epochs from the base profile's run: its comparison arguments give neighbor attention the paper's 5
+    neighbor = COMPARISONS["neighbor-attention"]
+    bitfit = _arm("neighbor-attention", "bitfit")
+    own = {(s["learning_rate"], s["num_train_epochs"]) for s in tune.grid_for(neighbor, bitfit, "sick-e")}
+    assert own == {(lr, e) for lr in (3.33e-4, 1e-3, 3e-3) for e in (5, 10)}
 
 
 def test_run_all_trains_the_grid_at_seed_0_then_the_chosen_setting_on_the_other_seeds(tmp_path, monkeypatch) -> None:
@@ -81,6 +86,15 @@ def test_run_all_trains_the_grid_at_seed_0_then_the_chosen_setting_on_the_other_
     assert rows[arms[1]]["verdict"] == "tie"  # identical values on both arms
     assert rows[arms[0]]["verdict"] is None  # the baseline has no verdict of its own
 
+    trained.clear()
+    tune.run_all([comparison], ("absa-laptops",), arms, tmp_path / "one-worker")  # one worker: the plan's order
+    assert [(label, stage) for label, stage, _, _ in trained] == [
+        *[(arms[0], "select")] * 6,
+        *[(arms[0], "final")] * 2,  # an arm's final runs before the next arm's selection
+        *[(arms[1], "select")] * 6,
+        *[(arms[1], "final")] * 2,
+    ]
+
 
 @pytest.mark.parametrize(
     ("argv", "message"),
@@ -88,6 +102,7 @@ def test_run_all_trains_the_grid_at_seed_0_then_the_chosen_setting_on_the_other_
         (["--only", "nope", "--list"], "--only: unknown comparison(s) ['nope']; known: ['comateformer', "),
         (["--only", "seaver-absa", "--arms", "esim"], "--arms: unknown arm(s) ['esim']; known: "),
         (["--workers", "0"], "--workers must be an integer >= 1, got 0."),
+        (["--time_budget_s", "0"], "--time_budget_s must be an integer >= 1, got 0."),
         (["--report"], "no run files under "),
     ],
 )

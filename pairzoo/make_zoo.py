@@ -7,8 +7,9 @@ time, each in its own process, into `<output_dir>/<entry>/` (checkpoint-free: `m
 `metrics.json` and `export/config.json` exist) is skipped, so an interrupted `make zoo` resumes with the first
 unfinished entry; `--force` retrains. Each finished run logs one progress line. Each export's card is then
 re-rendered with its own dev numbers in `model-index` and, where the committed benchmark runs of the same recipe
-(`benchmarks/results/cpu-full` for `--profile cpu`, `gpu` for `gpu`) hold its configuration, their comparison with
-the baseline arm and the sentence-transformers peer (`pairzoo.hub_cards.results.update_model_card`). Then
+hold its configuration, their comparison with the baseline arm and the sentence-transformers peer: for `--profile
+cpu` the tuned comparisons (`benchmarks/results/tuned-*`, every arm at its chosen setting) first, else
+`benchmarks/results/cpu-full`; `gpu` for `gpu` (`pairzoo.hub_cards.results.update_model_card`). Then
 every export is loaded in one fresh process in which `import pairzoo` fails, with each Auto class of its `auto_map`,
 and scores two inputs through the pipeline its card names. `<output_dir>/zoo.json` lists the exports with their dev
 numbers; the same table is printed.
@@ -151,23 +152,31 @@ def validate_exports(records: list[dict]) -> None:
 
 
 # The benchmark profile whose run files (benchmarks/results/<name>/runs) give each export's card its comparison with
-# the baseline arm of the same comparison: the runs of the same recipe.
+# the baseline arm of the same comparison: the runs of the same recipe. The peer recipe's comparisons tuned by
+# `benchmarks/tune.py` (folders `tuned-*`, every arm at its chosen setting) come first where they cover the entry.
 BENCHMARK_PROFILES = {"cpu": "cpu-full", "gpu": "gpu"}
+TUNED_PROFILES = {"cpu": "tuned-cpu-full"}
 BENCHMARK_RESULTS = REPO / "benchmarks" / "results"
 
 
 def attach_baseline(record: dict, profile: str) -> None:
     """Re-render the card of `record`'s export with its own dev numbers in `model-index` and, where benchmark runs of
-    its configuration exist under `BENCHMARK_PROFILES[profile]`, their comparison with the baseline arm (and the
-    sentence-transformers peer); `record["baseline"]` gets that comparison's rows (None: no such runs)."""
+    its configuration exist, their comparison with the baseline arm (and the sentence-transformers peer): the first
+    tuned folder (`BENCHMARK_RESULTS/tuned-*`, by name; profile `TUNED_PROFILES[profile]`) whose runs compare it,
+    else `BENCHMARK_PROFILES[profile]`'s runs; `record["baseline"]` gets that comparison's rows (None: no such
+    runs)."""
     from .hub_cards.results import update_model_card
 
-    name = BENCHMARK_PROFILES[profile]
-    results_dir = BENCHMARK_RESULTS / name
+    tuned = sorted(BENCHMARK_RESULTS.glob("tuned-*")) if profile in TUNED_PROFILES else []
+    sources = [(folder, TUNED_PROFILES[profile]) for folder in tuned]
+    sources.append((BENCHMARK_RESULTS / BENCHMARK_PROFILES[profile], BENCHMARK_PROFILES[profile]))
     record["baseline"] = None
-    if (results_dir / "runs").is_dir():
-        _, baseline = update_model_card(record["export"], results_dir, profile=name, model_index="export")
-        record["baseline"] = None if baseline is None else baseline["rows"]
+    for results_dir, name in sources:
+        if (results_dir / "runs").is_dir():
+            _, baseline = update_model_card(record["export"], results_dir, profile=name, model_index="export")
+            if baseline is not None:
+                record["baseline"] = baseline["rows"]
+                return
 
 
 def baseline_summary(record: dict) -> str:

@@ -7,7 +7,10 @@ padding invariance; determinism under a fixed seed (bitwise); the Hub export loa
 pairzoo, offline.
 """
 
+import atexit
 import json
+import select
+import subprocess
 
 import pytest
 import torch
@@ -16,7 +19,7 @@ from transformers import AutoConfig, set_seed
 
 import pairzoo
 from pairzoo import create_model, encode_conditional_inputs, get_model_spec, load_tokenizer
-from pairzoo.hub_cards import export_model, run_without_pairzoo, verify_export
+from pairzoo.hub_cards import export_model, start_without_pairzoo, verify_export
 
 ROWS = [
     {
@@ -47,17 +50,66 @@ def assert_close_after_reload(actual: torch.Tensor, expected: torch.Tensor, msg:
     torch.testing.assert_close(actual, expected, atol=1e-6, rtol=1e-5, msg=msg)
 
 
+# One process without pairzoo serves every harness class's export (a job per line on stdin, a result line on stdout):
+# a new process per export would spend ~5 s importing torch and transformers each time. Each export is its own folder,
+# and transformers re-executes a remote-code module whose files differ from the cached one.
 _FRESH_FORWARD = r"""
-import sys
+import json, sys, traceback
 import torch, transformers
 from safetensors.torch import load_file, save_file
-folder, inputs_file, outputs_file, auto_class = sys.argv[1:5]
-model = getattr(transformers, auto_class).from_pretrained(folder, trust_remote_code=True).eval()
-assert "pairzoo" not in sys.modules
-with torch.no_grad():
-    out = model(**load_file(inputs_file))
-save_file({"primary": out[OUTPUT_KEY].contiguous()}, outputs_file)
+for line in sys.stdin:
+    folder, inputs_file, outputs_file, auto_class, output_key = json.loads(line)
+    try:
+        model = getattr(transformers, auto_class).from_pretrained(folder, trust_remote_code=True).eval()
+        assert "pairzoo" not in sys.modules
+        with torch.no_grad():
+            out = model(**load_file(inputs_file))
+        save_file({"primary": out[output_key].contiguous()}, outputs_file)
+        print("FRESH_FORWARD " + json.dumps(None), flush=True)
+    except Exception:
+        print("FRESH_FORWARD " + json.dumps(traceback.format_exc()), flush=True)
 """
+_FRESH_FORWARD_TIMEOUT = 300
+_fresh_forward_process: "list[subprocess.Popen]" = []
+
+
+def fresh_forward(folder: str, inputs_file: str, outputs_file: str, auto_class: str, output_key: str) -> None:
+    """Load export `folder` with `auto_class` in the process without pairzoo and write its forward's `output_key`
+    on the inputs in `inputs_file` to `outputs_file`; its traceback (or its last output) fails the test."""
+    if not _fresh_forward_process or _fresh_forward_process[0].poll() is not None:
+        _fresh_forward_process[:] = [start_without_pairzoo(_FRESH_FORWARD)]
+        atexit.register(_fresh_forward_process[0].kill)
+    proc = _fresh_forward_process[0]
+    proc.stdin.write(json.dumps([folder, inputs_file, outputs_file, auto_class, output_key]) + "\n")
+    proc.stdin.flush()
+    seen = []
+    while True:
+        if not select.select([proc.stdout], [], [], _FRESH_FORWARD_TIMEOUT)[0]:
+            proc.kill()
+            pytest.fail(f"no answer from the process without pairzoo in {_FRESH_FORWARD_TIMEOUT} s")
+        line = proc.stdout.readline()
+        if not line:
+            pytest.fail("the process without pairzoo ended: " + "".join(seen)[-3000:])
+        if line.startswith("FRESH_FORWARD "):
+            error = json.loads(line[len("FRESH_FORWARD ") :])
+            assert error is None, error[-3000:]
+            return
+        seen.append(line)
+
+
+# Exports whose loading as a user loads them (`verify_export`: Auto classes, tokenizer, the card's pipelines) has
+# been checked in this session, by what that check depends on; variants of a family that differ only in options
+# share it, and each still runs its forward without pairzoo.
+_verified_exports: set = set()
+
+
+def verify_export_once(folder) -> None:
+    config = json.loads((folder / "config.json").read_text())
+    tokenizer = json.loads((folder / "tokenizer_config.json").read_text()).get("tokenizer_class")
+    key = json.dumps([config["model_type"], config["auto_map"], config.get("custom_pipelines"), tokenizer])
+    if key not in _verified_exports:
+        verify_export(folder)
+        _verified_exports.add(key)
 
 
 class ModelHarness:
@@ -171,7 +223,7 @@ class ModelHarness:
 
     def test_hub_export_loads_without_pairzoo(self, model, tokenizer, inputs, tmp_path):
         folder = export_model(model, tokenizer, tmp_path / "export", eval_results=[])
-        verify_export(folder)
+        verify_export_once(folder)
         names = {p.name for p in folder.iterdir()}
         assert {"config.json", "model.safetensors", "README.md"} <= names
         assert not any(n.endswith((".bin", ".pt", ".pkl")) for n in names)
@@ -180,10 +232,7 @@ class ModelHarness:
         features = {k: v.contiguous() for k, v in inputs.items() if k != "labels"}
         in_file, out_file = str(tmp_path / "inputs.safetensors"), str(tmp_path / "outputs.safetensors")
         save_file(features, in_file)
-        script = _FRESH_FORWARD.replace("OUTPUT_KEY", repr(self.output_key))
-        auto_class = get_model_spec(self.model_name).auto_class
-        proc = run_without_pairzoo(script, [str(folder), in_file, out_file, auto_class])
-        assert proc.returncode == 0, proc.stderr[-3000:]
+        fresh_forward(str(folder), in_file, out_file, get_model_spec(self.model_name).auto_class, self.output_key)
         with torch.no_grad():
             expected = self.primary(model(**features))
         torch.testing.assert_close(load_file(out_file)["primary"], expected, rtol=0, atol=self.atol)

@@ -22,7 +22,7 @@ from pairzoo.hub_cards import export_model, render_model_card
 from pairzoo.hub_cards.__main__ import main as hub_cards_main
 from pairzoo.hub_cards.export import CARD_INPUTS_FILE
 from pairzoo.hub_cards.push import checked_card, push
-from pairzoo.hub_cards.results import update_model_card
+from pairzoo.hub_cards.results import load_runs, update_model_card
 from pairzoo.registry import get_model_spec, list_models
 from pairzoo.training.cli import main as train_main
 
@@ -206,6 +206,31 @@ def _spread(values: list) -> str:
     if len(values) == 1:
         return f"{values[0]:.2f} (n=1)"
     return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f} (n={len(values)})"
+
+
+def _tuned(run: dict, stage: str, learning_rate: float) -> dict:
+    """`run` as `benchmarks/tune.py` writes it: profile tuned-cpu-full, a grid setting and its stage."""
+    setting = {"learning_rate": learning_rate, "num_train_epochs": 2}
+    return {**run, "profile": "tuned-cpu-full", "tuning": {"stage": stage, "setting": setting}}
+
+
+def test_tuned_run_files_count_each_arm_at_its_chosen_setting_only(tmp_path):
+    plain = [_tuned(_run("comateformer", "plain backbone", True, PLAIN, "mrpc", 0, 70.0), "select", 1e-4)]
+    plain += [_tuned(_run("comateformer", "plain backbone", True, PLAIN, "mrpc", 0, 75.0), "select", 5e-5)]
+    plain += [
+        _tuned(_run("comateformer", "plain backbone", True, PLAIN, "mrpc", s, 73.0 + s), "final", 5e-5) for s in (1, 2)
+    ]
+    # an arm whose selection is incomplete (no final run yet) has no tuned number
+    partial = [_tuned(_run("comateformer", "comateformer (mix)", False, MIX, "mrpc", 0, 90.0), "select", 5e-5)]
+    peer = [_run("comateformer", "plain backbone", True, PLAIN, "mrpc", 0, 60.0)]  # no tuning: kept
+    runs = load_runs(_write_runs(tmp_path / "results", plain + partial + peer))
+    kept = sorted((r["profile"], r["seed"], r["metrics"]["validation_accuracy"]) for r in runs)
+    assert kept == [
+        ("cpu-full", 0, 60.0),
+        ("tuned-cpu-full", 0, 75.0),
+        ("tuned-cpu-full", 1, 74.0),
+        ("tuned-cpu-full", 2, 75.0),
+    ]
 
 
 # data set -> (export arm per seed, baseline arm per seed, verdict wording)

@@ -68,6 +68,17 @@ def test_a_tiny_zoo_trains_exports_validates_without_pairzoo_and_resumes(tmp_pat
     for seed, (method, base) in enumerate([(40.0, 30.0), (42.0, 31.0)]):
         (runs / f"m{seed}.json").write_text(json.dumps(_bench_run("mean", False, {"pooling": "mean"}, seed, method)))
         (runs / f"b{seed}.json").write_text(json.dumps(_bench_run("cls", True, {"pooling": "cls"}, seed, base)))
+    # a tuned folder comparing other arms only is passed over; one comparing the entry's arm is preferred
+    for folder, arms in (("tuned-a", ("other", "cls")), ("tuned-b", ("mean", "cls"))):
+        tuned = tmp_path / "bench" / folder / "runs"
+        tuned.mkdir(parents=True)
+        for arm, value in zip(arms, (50.0, 20.0)):
+            for seed in (0, 1, 2):
+                stage = "select" if seed == 0 else "final"
+                overrides = {"pooling": arm} if arm != "other" else {"pooling": "mean", "use_transform": True}
+                run = _bench_run(arm, arm == "cls", overrides, seed, value + seed)
+                run |= {"profile": "tuned-cpu-full", "tuning": {"stage": stage, "setting": {"learning_rate": 1e-4}}}
+                (tuned / f"{arm}{seed}.json").write_text(json.dumps(run))
     monkeypatch.setattr(make_zoo, "BENCHMARK_RESULTS", tmp_path / "bench")
     tmp_path = tmp_path / "zoo"
     argv = ["--output_dir", str(tmp_path), "--backbone", "tiny-bert"]
@@ -81,12 +92,13 @@ def test_a_tiny_zoo_trains_exports_validates_without_pairzoo_and_resumes(tmp_pat
     assert "AutoModel" in record["loaded_without_pairzoo"]
     assert len(record["example_outputs"]) == 2 and all("score" in o for o in record["example_outputs"])
     # the card: this export's own dev number in model-index, the benchmark comparison with the baseline arm beside it
-    assert [(r["arm"], r["baseline_arm"], r["delta"]) for r in record["baseline"]] == [("mean", "cls", 10.5)]
-    assert "mean +10.50 vs cls, 2 seeds" in first
+    assert [(r["arm"], r["baseline_arm"], r["delta"]) for r in record["baseline"]] == [("mean", "cls", 30.0)]
+    assert "mean +30.00 vs cls, 3 seeds" in first
     card = ModelCard.load(tmp_path / TINY.name / "export" / "README.md")
     spearman = {r.metric_type: r.metric_value for r in card.data.eval_results}["spearmanr"]
     assert spearman == pytest.approx(record["value"], abs=0.01)
-    assert "| mean: 41.00 ± 1.41 (n=2) | cls: 30.50 ± 0.71 (n=2) | +10.50 |" in card.text
+    assert "| mean: 51.00 ± 1.00 (n=3) | cls: 21.00 ± 1.00 (n=3) | +30.00 |" in card.text
+    assert "profile `tuned-cpu-full`" in card.text and "tuned to on dev at seed 0" in card.text
     metrics_file = tmp_path / TINY.name / "metrics.json"
     written = metrics_file.stat().st_mtime_ns
     caplog.clear()

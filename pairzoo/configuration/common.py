@@ -281,6 +281,12 @@ class PairzooConfig(PretrainedConfig):
         """Fill in the values a field's `None` stands for (they may depend on the backbone) and defaults of
         transformers' keys in `kwargs` (e.g. `num_labels`), before transformers reads them."""
 
+    def validate_classifier_dropout(self) -> None:
+        """`classifier_dropout`, in the configs that declare it: None (the backbone's dropout) or a probability."""
+        dropout = getattr(self, "classifier_dropout", None)
+        if dropout is not None:
+            check_range("classifier_dropout", dropout, 0.0, 1.0)
+
     def validate(self) -> None:
         """Check every field again on its current values: its type, then each `validate_*` hook of the pairzoo
         classes (base classes first), then transformers' own checks. A field set after construction (e.g.

@@ -181,8 +181,6 @@ class ComateformerConfig(LabelledConfig):
     def validate_head(self) -> None:
         check_choice("pooling", self.pooling, POOLINGS)
         check_choice("regression_loss", self.regression_loss, REGRESSION_LOSSES)
-        if self.classifier_dropout is not None:
-            check_range("classifier_dropout", self.classifier_dropout, 0.0, 1.0)
         if getattr(self.backbone_config, "is_decoder", False):
             raise ValueError("`backbone_config.is_decoder` must be False: Comateformer is an encoder.")
 

@@ -1,6 +1,6 @@
 """Configuration of the C-STS cross-encoder baseline (Deshpande et al. 2023, princeton-nlp/c-sts)."""
 
-from .common import LabelledConfig, check_choice, check_range
+from .common import LabelledConfig, check_choice
 
 
 class CrossEncoderConfig(LabelledConfig):
@@ -37,10 +37,6 @@ class CrossEncoderConfig(LabelledConfig):
 
     def validate_pooling(self) -> None:
         check_choice("pooling", self.pooling, ("cls", "mean"))
-
-    def validate_classifier_dropout(self) -> None:
-        if self.classifier_dropout is not None:
-            check_range("classifier_dropout", self.classifier_dropout, 0.0, 1.0)
 
 
 __all__ = ["CrossEncoderConfig"]

@@ -1,6 +1,6 @@
 """Configuration of CSR, condition-specified routers (EMNLP 2024, bigai-nlco/CSR), and its C-STS baselines."""
 
-from .common import LabelScaleConfig, check_choice, check_range
+from .common import LabelScaleConfig, check_choice
 
 
 class CsrConfig(LabelScaleConfig):
@@ -110,10 +110,6 @@ class CsrConfig(LabelScaleConfig):
             raise ValueError(f"`bi_pooling` {self.bi_pooling!r} needs architecture='bi', got {self.architecture!r}.")
         if self.tri_head != "none" and self.architecture != "tri":
             raise ValueError(f"`tri_head` {self.tri_head!r} needs architecture='tri', got {self.architecture!r}.")
-
-    def validate_classifier_dropout(self) -> None:
-        if self.classifier_dropout is not None:
-            check_range("classifier_dropout", self.classifier_dropout, 0.0, 1.0)
 
     def validate_num_labels(self) -> None:
         if self.num_labels != 1:

@@ -118,8 +118,6 @@ class NeighborAttentionConfig(PairzooConfig):
         check_range("lambda_m", self.lambda_m, 0.0)
         check_range("lambda_n", self.lambda_n, 0.0)
         check_range("untouched_fraction", self.untouched_fraction, 0.0, 1.0)
-        if self.classifier_dropout is not None:
-            check_range("classifier_dropout", self.classifier_dropout, 0.0, 1.0)
 
     def validate_labels(self) -> None:
         if self.num_labels < 2:

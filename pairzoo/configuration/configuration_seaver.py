@@ -78,10 +78,6 @@ class SeaverConfig(LabelledConfig):
         elif self.flatten_length is not None:
             raise ValueError(f"`flatten_length` is only used with pooling='flatten', got {self.flatten_length!r}.")
 
-    def validate_classifier_dropout(self) -> None:
-        if self.classifier_dropout is not None:
-            check_range("classifier_dropout", self.classifier_dropout, 0.0, 1.0)
-
     def validate_reweight_heads(self) -> None:
         """`None`, or a non-empty list of distinct non-negative head indices valid for the backbone (when known)."""
         heads = self.reweight_heads

@@ -7,6 +7,7 @@ from .export import (
     run_without_pairzoo,
     score_exports_in_fresh_process,
     score_in_fresh_process,
+    start_without_pairzoo,
     verify_export,
 )
 from .push import push
@@ -19,5 +20,6 @@ __all__ = [
     "run_without_pairzoo",
     "score_exports_in_fresh_process",
     "score_in_fresh_process",
+    "start_without_pairzoo",
     "verify_export",
 ]

@@ -909,20 +909,36 @@ print("PAIRZOO_LOADED")
 """
 
 
+def _without_pairzoo(script: str, args: "list[str]", cwd: "str | os.PathLike | None") -> dict:
+    """`subprocess` arguments of a Python process running `script` where `pairzoo` cannot be imported, offline."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    env.pop("PYTHONPATH", None)
+    return {
+        "args": [sys.executable, "-c", _BLOCK_PAIRZOO + script, *args],
+        "text": True,
+        "env": env,
+        "cwd": tempfile.gettempdir() if cwd is None else cwd,
+    }
+
+
 def run_without_pairzoo(
     script: str, args: "list[str]", timeout: float = 300, cwd: "str | os.PathLike | None" = None
 ) -> subprocess.CompletedProcess:
     """Run Python `script` with `args` in a new process where `pairzoo` cannot be imported, offline, outside the
     repository (in `cwd`, default the temporary folder): what a user who only downloaded an export folder has."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    env.pop("PYTHONPATH", None)
-    return subprocess.run(
-        [sys.executable, "-c", _BLOCK_PAIRZOO + script, *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tempfile.gettempdir() if cwd is None else cwd,
-        timeout=timeout,
+    return subprocess.run(**_without_pairzoo(script, args, cwd), capture_output=True, timeout=timeout)
+
+
+def start_without_pairzoo(
+    script: str, args: "list[str]" = (), cwd: "str | os.PathLike | None" = None
+) -> subprocess.Popen:
+    """Start `script` as `run_without_pairzoo` runs it, without waiting: its stdin a pipe, its stdout and stderr one
+    pipe (a process that serves several jobs, one line each way)."""
+    return subprocess.Popen(
+        **_without_pairzoo(script, list(args), cwd),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
     )
 
 

@@ -43,7 +43,23 @@ def load_runs(results_dir: Path) -> list[dict]:
             raise ValueError(f"result file {str(path)!r} is not valid JSON: {err}") from err
     if not runs:
         raise FileNotFoundError(f"no run files in {str(runs_dir)!r}.")
-    return runs
+    return chosen_runs(runs)
+
+
+def chosen_runs(runs: list[dict]) -> list[dict]:
+    """`runs` without the tuning runs (`benchmarks/tune.py`: a `tuning` record) off each arm's chosen setting: of a
+    tuned arm only the runs at the setting its final runs trained at count, and an arm with no final run yet (its
+    selection incomplete) has none. Runs without `tuning` pass."""
+    chosen = {
+        (r["comparison"], r["arm"], r["dataset"]): r["tuning"]["setting"]
+        for r in runs
+        if r.get("tuning", {}).get("stage") == "final"
+    }
+    return [
+        r
+        for r in runs
+        if "tuning" not in r or chosen.get((r["comparison"], r["arm"], r["dataset"])) == r["tuning"]["setting"]
+    ]
 
 
 def summarise(runs: list[dict]) -> list[dict]:

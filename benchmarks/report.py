@@ -39,6 +39,7 @@ from pairzoo.console import parse_flags, run_command  # noqa: E402
 from pairzoo.fileio import write_text_atomic  # noqa: E402
 from pairzoo.hub_cards.results import load_peers, load_runs, summarise  # noqa: E402
 from pairzoo.zoo import MODEL_SPECS  # noqa: E402
+from pairzoo.zoo.csr import KG_ARMS  # noqa: E402
 
 # sentence-transformers CrossEncoder numbers on the same MiniLM, kept outside the repository, by the clone
 PEERS_LABEL = "../shared/reference/peers_minilm.json"
@@ -252,15 +253,6 @@ def readme_with_section(text: str, section: str, name: str, heading: "str | None
     return f"{head}{start}\n{section}\n{end}{tail}"
 
 
-# Knowledge-graph arms (`pairzoo.train_kg` run folders `<arm>__seed<S>`) and the router-free arm each is compared with.
-KG_ARMS = {
-    "tri-hadamard": None,
-    "tri-router": "tri-hadamard",
-    "tri-hadamard-router": "tri-hadamard",
-    "tri-router-reference": "tri-hadamard",
-    "bi": None,
-    "bi-router": "bi",
-}
 KG_METRICS = ("mrr", "hits@1", "hits@3", "hits@10")
 # `pairzoo.train_kg` flags the table's command line names (with `--bf16` and a time budget when a run used them).
 KG_COMMAND_FLAGS = ("max_steps", "batch_size", "learning_rate", "max_length", "eval_queries")

@@ -10,6 +10,16 @@ from .common import PEER_PROFILES, Arm, Comparison, ZooEntry
 CSR_PROFILES = ("cpu-medium", *PEER_PROFILES)
 TRI = {"architecture": "tri"}
 BI = {"architecture": "bi"}
+# Knowledge-graph arms (`pairzoo.train_kg` run folders `<arm>__seed<S>`, benchmarks/report.py's table) and the
+# router-free arm each is compared with.
+KG_ARMS = {
+    "tri-hadamard": None,
+    "tri-router": "tri-hadamard",
+    "tri-hadamard-router": "tri-hadamard",
+    "tri-router-reference": "tri-hadamard",
+    "bi": None,
+    "bi-router": "bi",
+}
 
 # CSR routes each sentence by the condition, so it refuses pair data (it would read the second sentence as the
 # condition) and needs two sentences (a cosine regressor).

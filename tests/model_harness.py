@@ -9,8 +9,9 @@ pairzoo, offline.
 
 import atexit
 import json
-import select
+import queue
 import subprocess
+import threading
 
 import pytest
 import torch
@@ -70,25 +71,40 @@ for line in sys.stdin:
         print("FRESH_FORWARD " + json.dumps(traceback.format_exc()), flush=True)
 """
 _FRESH_FORWARD_TIMEOUT = 300
-_fresh_forward_process: "list[subprocess.Popen]" = []
+# the process and a queue its output lines arrive on (a reader thread: `select` would not see lines already buffered)
+_fresh_forward_process: "list[tuple[subprocess.Popen, queue.Queue]]" = []
+
+
+def _start_fresh_forward() -> "tuple[subprocess.Popen, queue.Queue]":
+    proc = start_without_pairzoo(_FRESH_FORWARD)
+    atexit.register(proc.kill)
+    lines: queue.Queue = queue.Queue()
+
+    def read() -> None:
+        for line in proc.stdout:
+            lines.put(line)
+        lines.put(None)  # the process ended
+
+    threading.Thread(target=read, daemon=True).start()
+    return proc, lines
 
 
 def fresh_forward(folder: str, inputs_file: str, outputs_file: str, auto_class: str, output_key: str) -> None:
     """Load export `folder` with `auto_class` in the process without pairzoo and write its forward's `output_key`
     on the inputs in `inputs_file` to `outputs_file`; its traceback (or its last output) fails the test."""
-    if not _fresh_forward_process or _fresh_forward_process[0].poll() is not None:
-        _fresh_forward_process[:] = [start_without_pairzoo(_FRESH_FORWARD)]
-        atexit.register(_fresh_forward_process[0].kill)
-    proc = _fresh_forward_process[0]
+    if not _fresh_forward_process or _fresh_forward_process[0][0].poll() is not None:
+        _fresh_forward_process[:] = [_start_fresh_forward()]
+    proc, lines = _fresh_forward_process[0]
     proc.stdin.write(json.dumps([folder, inputs_file, outputs_file, auto_class, output_key]) + "\n")
     proc.stdin.flush()
     seen = []
     while True:
-        if not select.select([proc.stdout], [], [], _FRESH_FORWARD_TIMEOUT)[0]:
+        try:
+            line = lines.get(timeout=_FRESH_FORWARD_TIMEOUT)
+        except queue.Empty:
             proc.kill()
             pytest.fail(f"no answer from the process without pairzoo in {_FRESH_FORWARD_TIMEOUT} s")
-        line = proc.stdout.readline()
-        if not line:
+        if line is None:
             pytest.fail("the process without pairzoo ended: " + "".join(seen)[-3000:])
         if line.startswith("FRESH_FORWARD "):
             error = json.loads(line[len("FRESH_FORWARD ") :])

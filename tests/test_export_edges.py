@@ -392,3 +392,15 @@ def test_save_cache_refuses_a_non_finite_cache_and_writes_nothing(csr_caches, tm
     with pytest.raises(ValueError, match=r"cannot save to '.*cache.safetensors': cache tensors \['hidden_states'\]"):
         save_cache(bad, tmp_path / "cache.safetensors")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_harness_process_without_pairzoo_reports_a_failed_load_and_keeps_serving(tmp_path):
+    from model_harness import _fresh_forward_process, fresh_forward
+
+    missing = str(tmp_path / "no-such-export")
+    for _ in range(2):  # the same process answers again after a failure
+        with pytest.raises(AssertionError, match="Traceback"):
+            fresh_forward(
+                missing, str(tmp_path / "in.safetensors"), str(tmp_path / "out.safetensors"), "AutoModel", "x"
+            )
+    assert _fresh_forward_process[0][0].poll() is None

@@ -15,15 +15,17 @@ reaches no network. It has torch, accelerate and most of pairzoo's dependencies,
   archive of a folder `data/` (text compresses about 4x: WN18RR and SICK's 8.2 MiB travel as 1.9 MiB). Files
   missing from the data folder (held-out test splits) are skipped and named. `run.sh` extracts it into the pack's
   `data/` for `$PAIRZOO_DATA_DIR`.
-- `wheels/`: `WHEEL_PACKAGES` at the versions installed in this interpreter (pairzoo's venv), downloaded from PyPI
-  for CPython 3.12 on x86-64. Each wheel's own requirements must be in the pack or on the device
-  (`DEVICE_PACKAGES`, at `DEVICE_VERSIONS` where known), else the pack is refused naming the missing one.
-  `--no_wheels` skips this step (tests).
+- `wheels/site.tar.xz`: `WHEEL_PACKAGES` at the versions installed in this interpreter (pairzoo's venv), downloaded
+  from PyPI for CPython 3.12 on x86-64 (pure-Python wheels), their files unpacked as one xz archive of a folder
+  `site/` (about 6 MB instead of the wheels' 15 MB: xz over the whole tree, where each wheel compresses file by
+  file). Each wheel's own requirements must be in the pack or on the device (`DEVICE_PACKAGES`, at
+  `DEVICE_VERSIONS` where known), else the pack is refused naming the missing one. `--no_wheels` skips this step
+  (tests).
 - `run.sh`: the device call's entry point, run from the repository root: extracts `data.tar.xz` into the pack's
-  `data/` when that folder is missing, installs the wheels into /tmp/site (ahead of the device's own packages on
-  PYTHONPATH), exports PYTHONPATH, PAIRZOO_DATA_DIR, PAIRZOO_MINILM_DIR, the Hugging Face offline variables and
-  HF_HOME=./.hf_home, prints the versions it will run with (failing fast when an import fails), then `exec "$@"`;
-  sourced (`source .devpack/run.sh`), it sets that environment in the calling shell instead.
+  `data/` when that folder is missing and the packages into /tmp/site (`$DEVPACK_SITE`; ahead of the device's own
+  packages on PYTHONPATH), exports PYTHONPATH, PAIRZOO_DATA_DIR, PAIRZOO_MINILM_DIR, the Hugging Face offline
+  variables and HF_HOME=./.hf_home, prints the versions it will run with (failing fast when an import fails), then
+  `exec "$@"`; sourced (`source .devpack/run.sh`), it sets that environment in the calling shell instead.
 - `pack.json`: what was packed, from where, and the sizes (`data.tar.xz` compressed; `data_bytes_uncompressed`).
 
 It prints each part's size (the data compressed, and uncompressed beside it) and the total with the working tree
@@ -68,7 +70,9 @@ FLOAT16_MAX = 65504.0
 #   pairzoo/configuration/common.py imports (ImportError at run.sh's environment check, seen on an H200 on
 #   2026-11-26); the venv's 5.24.0 wheel (13.5 MB, py3-none-any) fixed it there. Its requirements are met on the
 #   device (huggingface-hub, tokenizers, safetensors at DEVICE_VERSIONS; regex: see DEVICE_VERSIONS).
-WHEEL_PACKAGES = ("datasets", "evaluate", "dill", "multiprocess", "transformers")
+# - sentence-transformers: the device has 6.0.1; the training-step benchmark compares with the version used here.
+WHEEL_PACKAGES = ("datasets", "evaluate", "dill", "multiprocess", "transformers", "sentence-transformers")
+SITE_ARCHIVE = "site.tar.xz"  # in wheels/: the packed wheels' files under `site/`
 # The GPU machines' Python packages ("cuda" image; /work/.library/device/KINDS.md, as read on 2026-11-17), normalised.
 DEVICE_PACKAGES = frozenset(
     """
@@ -170,9 +174,9 @@ def folder_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def write_data_archive(folder: Path, archive: Path) -> None:
-    """Write `folder` as an xz-compressed tar `archive` whose entries sit under `data/` (`tar -xJf archive -C X`
-    makes `X/data`), in sorted order, owned by no one in particular (uid/gid 0, no names) with plain modes."""
+def write_data_archive(folder: Path, archive: Path, top: str = "data") -> None:
+    """Write `folder` as an xz-compressed tar `archive` whose entries sit under `top/` (`tar -xJf archive -C X`
+    makes `X/top`), in sorted order, owned by no one in particular (uid/gid 0, no names) with plain modes."""
 
     def plain(info: tarfile.TarInfo) -> tarfile.TarInfo:
         info.uid = info.gid = 0
@@ -181,9 +185,9 @@ def write_data_archive(folder: Path, archive: Path) -> None:
         return info
 
     with tarfile.open(archive, "w:xz", format=tarfile.PAX_FORMAT) as handle:
-        handle.add(folder, arcname="data", recursive=False, filter=plain)
+        handle.add(folder, arcname=top, recursive=False, filter=plain)
         for path in sorted(folder.rglob("*")):
-            handle.add(path, arcname=f"data/{path.relative_to(folder).as_posix()}", recursive=False, filter=plain)
+            handle.add(path, arcname=f"{top}/{path.relative_to(folder).as_posix()}", recursive=False, filter=plain)
 
 
 # --------------------------------------------------------------------------------------------- MiniLM in float16
@@ -241,26 +245,44 @@ def _normalise(name: str) -> str:
 
 
 def download_wheels(target: Path, packages: "tuple[str, ...]" = WHEEL_PACKAGES) -> dict:
-    """Download `packages` at this interpreter's installed versions as CPython 3.12 x86-64 wheels into `target`, then
-    check that every wheel's requirements are in the pack or on the device. Returns {name: version}."""
+    """Download `packages` at this interpreter's installed versions as CPython 3.12 x86-64 wheels, check that every
+    wheel's requirements are in the pack or on the device, and write their files as `target/SITE_ARCHIVE`
+    (`write_site_archive`). Returns {name: version}."""
     versions = {}
     for name in packages:
         try:
             versions[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError as err:
             raise PackError(f"package {name!r} is not installed here; install pairzoo's dependencies first.") from err
-    target.mkdir(exist_ok=True)
+    downloads = target / "downloads"
+    downloads.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check", "--no-deps"]
     command += ["--only-binary=:all:", "--python-version", DEVICE_PYTHON, "--implementation", "cp"]
     for platform_tag in PIP_PLATFORMS:
         command += ["--platform", platform_tag]
-    command += ["-d", str(target), *(f"{name}=={version}" for name, version in versions.items())]
+    command += ["-d", str(downloads), *(f"{name}=={version}" for name, version in versions.items())]
     proc = subprocess.run(command, capture_output=True, text=True)
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["(no message)"])[-1]
         raise PackError(f"pip download of {sorted(versions)} failed (needs PyPI): {last}")
-    check_wheel_requirements(sorted(target.glob("*.whl")))
+    check_wheel_requirements(sorted(downloads.glob("*.whl")))
+    write_site_archive(sorted(downloads.glob("*.whl")), target / SITE_ARCHIVE)
+    shutil.rmtree(downloads)
     return versions
+
+
+def write_site_archive(wheels: "list[Path]", archive: Path) -> None:
+    """The files of pure-Python `wheels` (packages and .dist-info folders, as `pip install --target` lays them out)
+    as one xz archive of a folder `site/`."""
+    site = archive.parent / ".site"
+    site.mkdir()
+    try:
+        for wheel in wheels:
+            with zipfile.ZipFile(wheel) as handle:
+                handle.extractall(site)
+        write_data_archive(site, archive, top="site")
+    finally:
+        shutil.rmtree(site)
 
 
 def wheel_requirements(wheel: Path) -> "tuple[str, str, list[str]]":
@@ -302,9 +324,9 @@ RUN_SH = r"""#!/usr/bin/env bash
 # Written by benchmarks/device_pack.py. A device call's entry point, from the repository root, either
 #   bash {pack}/run.sh python3 benchmarks/quality.py --profile gpu ...   (sets the environment, runs the command)
 #   source {pack}/run.sh && python3 -m pairzoo.train_kg ...               (sets it in the calling shell)
-# Extracts the pack's data.tar.xz into its data/ (when that folder is missing), installs the pack's wheels into
-# /tmp/site, points pairzoo at the pack's MiniLM and data, keeps Hugging Face offline with its cache in ./.hf_home,
-# and checks the imports (printing the versions) before anything runs.
+# Extracts the pack's data.tar.xz into its data/ (when that folder is missing) and its packages (wheels/{site})
+# into $DEVPACK_SITE (default /tmp/site), points pairzoo at the pack's MiniLM and data, keeps Hugging Face offline
+# with its cache in ./.hf_home, and checks the imports (printing the versions) before anything runs.
 _devpack_setup() {{
   local pack py site="" unpack
   pack="$(cd "$(dirname "${{BASH_SOURCE[0]}}")" && pwd)"
@@ -319,10 +341,17 @@ _devpack_setup() {{
     fi
     rmdir "$unpack"
   fi
-  if compgen -G "$pack/wheels/*.whl" > /dev/null; then
-    site=/tmp/site
-    PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1 "$py" -m pip install -q --no-index --no-deps \
-      --no-compile --no-cache-dir --upgrade --target "$site" "$pack"/wheels/*.whl || return 1
+  if [ -f "$pack/wheels/{site}" ]; then  # a fresh copy of the packed packages, replacing an earlier one
+    site="${{DEVPACK_SITE:-/tmp/site}}"
+    unpack="$site.unpacking.$$"
+    rm -rf "$unpack"
+    if ! {{ mkdir -p "$unpack" && tar -xJf "$pack/wheels/{site}" -C "$unpack" && rm -rf "$site" \
+        && mv "$unpack/site" "$site"; }}; then
+      rm -rf "$unpack"
+      echo "run.sh: could not extract $pack/wheels/{site} into $site (message above)." >&2
+      return 1
+    fi
+    rmdir "$unpack"
   fi
   export PYTHONPATH="${{site:+$site:}}$PWD${{PYTHONPATH:+:$PYTHONPATH}}"
   export PAIRZOO_DATA_DIR="$pack/data" PAIRZOO_MINILM_DIR="$pack/minilm" HF_HOME="$PWD/.hf_home"
@@ -358,7 +387,7 @@ exec "$@"
 
 
 def write_run_sh(path: Path, pack_name: str) -> None:
-    path.write_text(RUN_SH.format(pack=pack_name, archive=DATA_ARCHIVE))
+    path.write_text(RUN_SH.format(pack=pack_name, archive=DATA_ARCHIVE, site=SITE_ARCHIVE))
     path.chmod(0o755)
 
 

@@ -400,3 +400,25 @@ def test_a_requirement_the_device_lacks_or_excludes_is_refused(tmp_path):
     needs_packed = _fake_wheel(tmp_path, "delta", "1.0", ["alpha>=2"])
     with pytest.raises(device_pack.PackError, match="alpha 1.0 is packed"):
         device_pack.check_wheel_requirements([ok, needs_packed])
+
+
+def test_run_sh_extracts_the_packed_packages_ahead_of_the_devices_own(pack, tmp_path):
+    pack = _copy_of(pack, tmp_path)
+    wheel = _fake_wheel(tmp_path, "devpack_probe", "1.0", [])
+    with zipfile.ZipFile(wheel, "a") as archive:
+        archive.writestr("devpack_probe.py", "VALUE = 42\n")
+    device_pack.write_site_archive([wheel], pack / "wheels" / device_pack.SITE_ARCHIVE)
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "stale.py").write_text("")  # an earlier extraction is replaced, not merged
+    probe = "import devpack_probe; print(devpack_probe.__file__, devpack_probe.VALUE)"
+    proc = subprocess.run(
+        ["bash", str(pack / "run.sh"), sys.executable, "-c", probe],
+        cwd=REPO,
+        env={**_clean_env(), "DEVPACK_SITE": str(site)},
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == f"{site / 'devpack_probe.py'} 42"
+    assert sorted(p.name for p in site.iterdir()) == ["devpack_probe-1.0.dist-info", "devpack_probe.py"]

@@ -43,6 +43,7 @@ from pairzoo.console import check_at_least, parse_flags, run_command  # noqa: E4
 from pairzoo.fileio import check_output_folder  # noqa: E402
 from pairzoo.registry import spec_for_model  # noqa: E402
 from pairzoo.training.collators import make_collator  # noqa: E402
+from pairzoo.zoo import MODEL_SPECS  # noqa: E402
 
 LONG_1 = "Two women in red jackets are walking their dogs through a park in the early morning fog. " * 40
 LONG_2 = "A man in a grey suit is running to catch a bus that is leaving the station downtown. " * 40
@@ -240,42 +241,23 @@ def _at_batch_32_length_128(results: dict, comparison: str, key: str, limit: flo
 def targets(
     results: dict, csr: "dict | None", siamese: "dict | None" = None, neighbor_step: "dict | None" = None
 ) -> list[dict]:
-    """The methods' speed/memory targets, measured values and whether they are met."""
+    """The methods' speed/memory targets (each method's `speed_targets` in `pairzoo.zoo`, and the Siamese
+    matchers' tagged ratios), measured values and whether they are met."""
     found = siamese_targets(siamese) if siamese else []
-    for seaver in ("seaver", "seaver-absa"):
-        found += _at_batch_32_length_128(results, seaver, "ratio", 1.10, "inference time <= 1.10x the cross-encoder")
-    found += _at_batch_32_length_128(results, "csr-tri", "ratio", 1.10, "forward time <= 1.10x the tri-encoder")
-    found += _at_batch_32_length_128(results, "comateformer", "ratio", 1.5, "forward time <= 1.5x plain backbone")
-    found += _at_batch_32_length_128(
-        results, "comateformer", "memory_ratio", 1.3, "peak extra memory <= 1.3x plain backbone"
-    )
-    if csr:
-        found.append(
-            {
-                "method": "csr",
-                "target": "cached tri-encoder >= 5x faster than the bi-encoder (200 x 20 embeddings)",
-                "measured": csr["bi_over_cached_tri"],
-                "met": csr["bi_over_cached_tri"] >= 5,
-            }
-        )
-        found.append(
-            {
-                "method": "csr",
-                "target": "router overhead <= 1.10x the tri-encoder baseline",
-                "measured": csr["router_overhead_direct"],
-                "met": csr["router_overhead_direct"] <= 1.10,
-            }
-        )
-    if neighbor_step:
-        fraction = neighbor_step["trainable_fraction_of_backbone"]["neighbor"]
-        found.append(
-            {
-                "method": "neighbor-attention",
-                "target": "trainable parameters <= 0.06 of the backbone's",
-                "measured": fraction,
-                "met": fraction <= 0.06,
-            }
-        )
+    own = {"csr": csr, "neighbor-attention": neighbor_step}  # each method's own speed result
+    for spec in MODEL_SPECS:
+        for target in spec.speed_targets:
+            if target.measure in ("time", "memory"):
+                key = "ratio" if target.measure == "time" else "memory_ratio"
+                found += _at_batch_32_length_128(results, target.comparison, key, target.limit, target.text)
+                continue
+            measured = own.get(spec.name)
+            if not measured:
+                continue
+            for part in target.measure.split("/"):
+                measured = measured[part]
+            met = measured >= target.limit if target.at_least else measured <= target.limit
+            found.append({"method": spec.name, "target": target.text, "measured": measured, "met": met})
     return found
 
 

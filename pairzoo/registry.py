@@ -44,6 +44,7 @@ class ModelSpec:
     zoo_entries: tuple = ()  # what `make zoo` trains of it (`pairzoo.zoo.ZooEntry`)
     demo_overrides: "dict | None" = None  # config overrides of the web demo's bundled model; None: not in the demo
     paper_numbers: tuple = ()  # (label, numbers, set-up) the paper reports: context in the benchmark report
+    speed_targets: tuple = ()  # what benchmarks/speed.py checks of it (`pairzoo.zoo.SpeedTarget`)
 
     def __post_init__(self) -> None:
         if self.encoder_class is not None and self.auto_class == "AutoModel":

@@ -3,7 +3,7 @@
 from ..configuration import ComateformerConfig
 from ..modeling import ComateformerForSequenceClassification, ComateformerModel
 from ..registry import ModelSpec
-from .common import EARLIER_PROFILES, PEER_PROFILES, Arm, Comparison, ZooEntry
+from .common import EARLIER_PROFILES, PEER_PROFILES, Arm, Comparison, SpeedTarget, ZooEntry
 
 # The web demo's three classes (`pairzoo.training.data.NLI_LABELS`), so its pair tab has class probabilities to show
 # (the default head is a regression).
@@ -105,4 +105,8 @@ SPEC = ModelSpec(
         "label2id": {label: i for i, label in enumerate(DEMO_LABELS)},
     },
     paper_numbers=(("Comateformer", "average 89.2 over its matching benchmarks", "RoBERTa-base"),),
+    speed_targets=(
+        SpeedTarget("forward time <= 1.5x plain backbone", "time", 1.5, "comateformer"),
+        SpeedTarget("peak extra memory <= 1.3x plain backbone", "memory", 1.3, "comateformer"),
+    ),
 )

@@ -4,7 +4,7 @@ benchmark, zoo)."""
 from ..configuration import CsrConfig
 from ..modeling import CsrModel
 from ..registry import ModelSpec
-from .common import PEER_PROFILES, Arm, Comparison, ZooEntry
+from .common import PEER_PROFILES, Arm, Comparison, SpeedTarget, ZooEntry
 
 # the option arms also run at cpu-medium, beside that budget's tri-encoder + router runs
 CSR_PROFILES = ("cpu-medium", *PEER_PROFILES)
@@ -103,4 +103,14 @@ SPEC = ModelSpec(
     ),
     demo_overrides={},
     paper_numbers=(("CSR", "C-STS test Spearman 42.0 (tri-encoder)", "SimCSE-large"),),
+    speed_targets=(
+        SpeedTarget("forward time <= 1.10x the tri-encoder", "time", 1.10, "csr-tri"),
+        SpeedTarget(
+            "cached tri-encoder >= 5x faster than the bi-encoder (200 x 20 embeddings)",
+            "bi_over_cached_tri",
+            5.0,
+            at_least=True,
+        ),
+        SpeedTarget("router overhead <= 1.10x the tri-encoder baseline", "router_overhead_direct", 1.10),
+    ),
 )

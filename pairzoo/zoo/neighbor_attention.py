@@ -7,7 +7,7 @@ from pathlib import Path
 from ..configuration import NeighborAttentionConfig
 from ..modeling import NeighborAttentionForSequenceClassification
 from ..registry import ModelSpec
-from .common import EARLIER_PROFILES, PEER_PROFILES, Arm, Comparison, ZooEntry
+from .common import EARLIER_PROFILES, PEER_PROFILES, Arm, Comparison, SpeedTarget, ZooEntry
 
 # The paper's claim, checked on the benchmark's arms (`findings`).
 CLAIM = "better than BitFit and within 3 points of full fine-tuning"
@@ -226,4 +226,7 @@ SPEC = ModelSpec(
         ),
     ),
     paper_numbers=(("Neighbor attention", "accuracy 85.0 / Recall@20 43.5 on 10% of SNLI", "frozen BERT-base"),),
+    speed_targets=(
+        SpeedTarget("trainable parameters <= 0.06 of the backbone's", "trainable_fraction_of_backbone/neighbor", 0.06),
+    ),
 )

@@ -3,7 +3,7 @@
 from ..configuration import SeaverConfig
 from ..modeling import SeaverForConditionalSimilarity
 from ..registry import ModelSpec
-from .common import PEER_PROFILES, Arm, Comparison, ZooEntry
+from .common import PEER_PROFILES, Arm, Comparison, SpeedTarget, ZooEntry
 
 # SEAVER reweights attention between the sentences and the condition, so it refuses pair data (it would read the
 # second sentence as the condition).
@@ -71,4 +71,8 @@ SPEC = ModelSpec(
     ),
     demo_overrides={},
     paper_numbers=(("SEAVER", "C-STS test Spearman 43.83", "SimCSE-large cross-encoder"),),
+    speed_targets=tuple(
+        SpeedTarget("inference time <= 1.10x the cross-encoder", "time", 1.10, comparison)
+        for comparison in ("seaver", "seaver-absa")
+    ),
 )

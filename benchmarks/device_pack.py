@@ -17,8 +17,8 @@ reaches no network. It has torch, accelerate and most of pairzoo's dependencies,
   `data/` for `$PAIRZOO_DATA_DIR`.
 - `wheels/site.tar.xz`: `WHEEL_PACKAGES` at the versions installed in this interpreter (pairzoo's venv), downloaded
   from PyPI for CPython 3.12 on x86-64 (pure-Python wheels), their files unpacked as one xz archive of a folder
-  `site/` (about 6 MB instead of the wheels' 15 MB: xz over the whole tree, where each wheel compresses file by
-  file). Each wheel's own requirements must be in the pack or on the device (`DEVICE_PACKAGES`, at
+  `site/` (xz over the whole tree compresses better than the wheels, each compressed file by file; sizes in
+  docs/benchmarks.md). Each wheel's own requirements must be in the pack or on the device (`DEVICE_PACKAGES`, at
   `DEVICE_VERSIONS` where known), else the pack is refused naming the missing one. `--no_wheels` skips this step
   (tests).
 - `run.sh`: the device call's entry point, run from the repository root: extracts `data.tar.xz` into the pack's

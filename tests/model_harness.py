@@ -52,7 +52,7 @@ def assert_close_after_reload(actual: torch.Tensor, expected: torch.Tensor, msg:
 
 
 # One process without pairzoo serves every harness class's export (a job per line on stdin, a result line on stdout):
-# a new process per export would spend ~5 s importing torch and transformers each time. Each export is its own folder,
+# a new process per export would import torch and transformers again each time. Each export is its own folder,
 # and transformers re-executes a remote-code module whose files differ from the cached one.
 _FRESH_FORWARD = r"""
 import json, sys, traceback

@@ -194,6 +194,23 @@ def test_cache_reads_long_and_left_padded_texts_as_the_forward_does():
         model.encode_conditions([condition], tokenizer, batch_size=0)
 
 
+def test_cache_limits_texts_to_the_positions_an_offset_backbone_can_hold():
+    """RoBERTa's 514 position embeddings hold 512 tokens (positions start after the padding index): the cache cuts
+    a long text there even when the tokenizer states no limit, and refuses a larger `max_length` by name."""
+    model = _model("tiny-roberta", router_layers=[1])
+    tokenizer = load_tokenizer("tiny-roberta")
+    long = " ".join(["word"] * 1000)
+    at_limit = model.encode_sentences([long, S1[0]], tokenizer, max_length=512)
+    tokenizer.model_max_length = int(1e30)  # what a tokenizer saved without a limit reports
+    unlimited = model.encode_sentences([long, S1[0]], tokenizer)
+    assert unlimited.attention_mask.sum(1).tolist() == at_limit.attention_mask.sum(1).tolist()
+    assert int(unlimited.attention_mask.sum(1)[0]) == 512
+    torch.testing.assert_close(unlimited.hidden_states, at_limit.hidden_states)
+    for bad in (513, 514):
+        with pytest.raises(ValueError, match="`max_length` must be at most 512"):
+            model.encode_conditions([long], tokenizer, max_length=bad)
+
+
 def test_cache_bad_input_is_rejected(tmp_path):
     tokenizer = load_tokenizer("tiny-bert")
     model = _model(router_layers=[1])

@@ -9,7 +9,7 @@ import torch
 from transformers import Trainer, TrainingArguments
 
 from pairzoo import create_model, get_model_spec, list_models, load_tokenizer
-from pairzoo.modeling.common import check_forward_inputs
+from pairzoo.modeling.common import check_forward_inputs, pool_hidden_states
 from pairzoo.training import make_collator
 
 ROWS = [
@@ -143,3 +143,13 @@ def test_forward_input_checks_read_no_tensor_value(name, monkeypatch):
     monkeypatch.setenv("PAIRZOO_CHECK_INPUTS", "1")
     with pytest.raises(RuntimeError, match="meta"):
         check_forward_inputs(model, (), meta)
+
+
+def test_mean_pooling_reads_only_the_tokens_the_mask_keeps():
+    """Whatever padding positions hold (eager ModernBERT in float64 leaves NaN there) stays out of the mean."""
+    hidden = torch.arange(24, dtype=torch.float64).view(2, 3, 4)
+    mask = torch.tensor([[1, 1, 0], [1, 0, 0]])
+    expected = torch.stack([hidden[0, :2].mean(0), hidden[1, 0]])
+    poisoned = hidden.clone()
+    poisoned[0, 2], poisoned[1, 1:] = float("nan"), float("inf")
+    torch.testing.assert_close(pool_hidden_states(poisoned, mask, "mean"), expected)

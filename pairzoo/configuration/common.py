@@ -281,6 +281,10 @@ class PairzooConfig(PretrainedConfig):
         """Fill in the values a field's `None` stands for (they may depend on the backbone) and defaults of
         transformers' keys in `kwargs` (e.g. `num_labels`), before transformers reads them."""
 
+    def backbone_max_length(self) -> "int | None":
+        """The most tokens one input of the backbone can hold (`max_sequence_length`); None where unstated."""
+        return max_sequence_length(self.backbone_config)
+
     def validate_classifier_dropout(self) -> None:
         """`classifier_dropout`, in the configs that declare it: None (the backbone's dropout) or a probability."""
         dropout = getattr(self, "classifier_dropout", None)

@@ -38,12 +38,15 @@ def build_backbone(backbone_config) -> PreTrainedModel:
 
 
 def pool_hidden_states(hidden_states: torch.Tensor, attention_mask: torch.Tensor, pooling: str) -> torch.Tensor:
-    """(B, L, d) -> (B, d): first token (`cls`) or the mean over non-padding tokens (`mean`)."""
+    """(B, L, d) -> (B, d): first token (`cls`) or the mean over non-padding tokens (`mean`). Padding positions are
+    left out by selection, not by a zero weight, so a non-finite state there (eager ModernBERT in float64 leaves NaN
+    on padding outside every sliding window) does not reach the mean."""
     if pooling == "cls":
         return hidden_states[:, 0]
     if pooling == "mean":
-        mask = attention_mask.unsqueeze(-1).to(hidden_states.dtype)
-        return (hidden_states * mask).sum(1) / mask.sum(1).clamp_min(1e-9)
+        mask = attention_mask.unsqueeze(-1).bool()
+        total = hidden_states.masked_fill(~mask, 0.0).sum(1)
+        return total / mask.sum(1).to(hidden_states.dtype).clamp_min(1e-9)
     raise ValueError(f"Unknown pooling {pooling!r}.")
 
 

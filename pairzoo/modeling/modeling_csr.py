@@ -666,11 +666,17 @@ class CsrModel(PairzooPreTrainedModel):
         embeddings, so cached and uncached embeddings agree for long texts. Returns the order and the batches."""
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"`batch_size` must be a positive integer, got {batch_size!r}.")
-        limit = self.config.backbone_config.max_position_embeddings
+        limit = self.config.backbone_max_length()
         if max_length is None:
-            max_length = min(int(tokenizer.model_max_length), limit)
-        elif isinstance(max_length, bool) or not isinstance(max_length, int) or not 1 <= max_length <= limit:
-            raise ValueError(f"`max_length` must be an integer in [1, {limit}] or None, got {max_length!r}.")
+            max_length = (
+                int(tokenizer.model_max_length) if limit is None else min(int(tokenizer.model_max_length), limit)
+            )
+        elif isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
+            raise ValueError(f"`max_length` must be a positive integer or None, got {max_length!r}.")
+        elif limit is not None and max_length > limit:
+            raise ValueError(
+                f"`max_length` must be at most {limit} (the backbone's positions) or None, got {max_length}."
+            )
         lengths = [len(ids) for ids in tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]]
         order = sorted(range(len(texts)), key=lambda i: -lengths[i])
         batches = [

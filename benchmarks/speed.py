@@ -199,26 +199,6 @@ def _row(result: dict, length: int, batch_size: int) -> "dict | None":
     return next((r for r in result["latency"] if r["length"] == length and r["batch_size"] == batch_size), None)
 
 
-def siamese_targets(siamese: dict) -> list[dict]:
-    """The Siamese matchers' targets from `speed_siamese_matcher`'s per-pair wall-time ratios, at every measured batch
-    size."""
-    found = []
-    for batch_size, ratios in siamese["wall_ratios"].items():
-        for name, ratio in ratios.items():
-            if "target <= 0.1" in name or "target <= 2" in name:
-                limit = 0.1 if "target <= 0.1" in name else 2.0
-                label = name.split(" (")[0]
-                found.append(
-                    {
-                        "method": "siamese-matcher",
-                        "target": f"{label} per-pair latency <= {limit}x (batch {batch_size})",
-                        "measured": ratio,
-                        "met": ratio <= limit,
-                    }
-                )
-    return found
-
-
 def _at_batch_32_length_128(results: dict, comparison: str, key: str, limit: float, target: str) -> list[dict]:
     """A `<= limit` target on the `key` ratio ("ratio": time, "memory_ratio") of every arm of `comparison` but its
     baseline, at batch 32, length 128, one row per arm; nothing when that shape was not measured."""
@@ -238,26 +218,33 @@ def _at_batch_32_length_128(results: dict, comparison: str, key: str, limit: flo
     ]
 
 
-def targets(
-    results: dict, csr: "dict | None", siamese: "dict | None" = None, neighbor_step: "dict | None" = None
-) -> list[dict]:
-    """The methods' speed/memory targets (each method's `speed_targets` in `pairzoo.zoo`, and the Siamese
-    matchers' tagged ratios), measured values and whether they are met."""
-    found = siamese_targets(siamese) if siamese else []
-    own = {"csr": csr, "neighbor-attention": neighbor_step}  # each method's own speed result
+def _own_values(result: dict, path: "tuple[str, ...]", each: str) -> "list[tuple[str, float]]":
+    """The values at `path` in a method's own speed result, each with the suffix naming the keys "*" matched."""
+    found = [("", result)]
+    for key in path:
+        if key == "*":
+            found = [(f"{name} ({each} {k})", value) for name, node in found for k, value in node.items()]
+        else:
+            found = [(name, node[key]) for name, node in found]
+    return found
+
+
+def targets(results: dict, own: "dict[str, dict | None]") -> list[dict]:
+    """The methods' speed/memory targets (each method's `speed_targets` in `pairzoo.zoo`, in the registry's order):
+    "time" and "memory" from the comparisons' `results`, the others from the method's own speed result in `own`
+    (by method name; a method without one is skipped), with the measured values and whether they are met."""
+    found = []
     for spec in MODEL_SPECS:
         for target in spec.speed_targets:
             if target.measure in ("time", "memory"):
                 key = "ratio" if target.measure == "time" else "memory_ratio"
                 found += _at_batch_32_length_128(results, target.comparison, key, target.limit, target.text)
                 continue
-            measured = own.get(spec.name)
-            if not measured:
+            if not own.get(spec.name):
                 continue
-            for part in target.measure.split("/"):
-                measured = measured[part]
-            met = measured >= target.limit if target.at_least else measured <= target.limit
-            found.append({"method": spec.name, "target": target.text, "measured": measured, "met": met})
+            for suffix, measured in _own_values(own[spec.name], target.measure, target.each):
+                met = measured >= target.limit if target.at_least else measured <= target.limit
+                found.append({"method": spec.name, "target": target.text + suffix, "measured": measured, "met": met})
     return found
 
 
@@ -303,7 +290,7 @@ def main(argv: "list[str] | None" = None) -> dict:
         "csr_grid": csr,
         "siamese_latency": siamese,
         "neighbor_attention_step": neighbor_step,
-        "targets": targets(results, csr, siamese, neighbor_step),
+        "targets": targets(results, {"csr": csr, "siamese-matcher": siamese, "neighbor-attention": neighbor_step}),
         **environment(),
     }
     write_json_atomic(args.output_dir / "speed.json", payload)

@@ -11,9 +11,8 @@ num_attention_heads=12, intermediate_size=3072)` with MiniLM's vocabulary (the S
 not change the time). Timings run under `torch.inference_mode` after a warm-up, alternating between the models in every
 repeat so that load from other processes hits all of them alike. Medians of wall-clock and process CPU time per forward
 are divided by the batch size (per-pair latency) and printed as JSON with the ratios: each host + SFA over both
-cross-encoders, RE2+SFA over the BERT-base-sized one tagged with its target (at most 0.1, at batch 32; the ratios over
-the MiniLM cross-encoder are reported untagged), and each block over its host without it (target for SFA at most 2,
-tagged for the hosts ESIM and RE2; the other hosts' ratios are reported untagged). Counted FLOPs per pair
+cross-encoders and each block over its host without it (the targets on them are the method's `speed_targets` in
+`pairzoo/zoo/siamese_matcher.py`, checked by `benchmarks/speed.py`). Counted FLOPs per pair
 (`benchmarks.timing.counted_flops`: matrix products, convolutions and recurrent layers; at batch 1) compare the models
 free of machine load and of per-operator overhead; where arithmetic dominates they bound how low a latency ratio can
 go. A Markdown table follows the JSON (`report.py` renders the same table from `speed.json`): parameters (millions,
@@ -41,11 +40,7 @@ from pairzoo.console import check_at_least, parse_flags, run_command  # noqa: E4
 from pairzoo.pipelines.pipeline_conditional_similarity import encode_tri_inputs  # noqa: E402
 
 FEATURE_ATTENTIONS = ("none", "fa", "sfa")
-# The hosts whose "+sfa / host" latency ratio carries the target tag (read by benchmarks/speed.py).
-TARGET_HOSTS = ("esim", "re2")
 BERT_BASE = "bert-base cross-encoder"
-# The target: RE2 + SFA per-pair latency at most 0.1x the BERT-base-sized cross-encoder's, at batch 32.
-BERT_BASE_TARGET_BATCH = "32"
 # The SFA paper's Table 1 (parameters in millions, latency in ms, on the paper's hardware), keyed like the models
 # here; None where the figure is not available (the paper's table was not reachable offline: no number is guessed).
 PAPER_TABLE_1: "dict[str, dict[str, float | None]]" = {
@@ -139,18 +134,12 @@ def main(argv: "list[str] | None" = None) -> dict:
         ratios[batch_size] = {}
         for matcher in args.matchers:
             sfa = latency[f"{matcher}+sfa"]["wall_ms"]
-            tagged = matcher == "re2" and batch_size == BERT_BASE_TARGET_BATCH
-            ratios[batch_size][f"{matcher}+sfa / {BERT_BASE}" + (" (target <= 0.1)" if tagged else "")] = (
-                sfa / latency[BERT_BASE]["wall_ms"]
-            )
+            ratios[batch_size][f"{matcher}+sfa / {BERT_BASE}"] = sfa / latency[BERT_BASE]["wall_ms"]
             ratios[batch_size][f"{matcher}+sfa / cross-encoder"] = sfa / latency["cross-encoder"]["wall_ms"]
         for matcher in args.matchers:
             host = latency[f"{matcher}+none"]["wall_ms"]
             for block in ("fa", "sfa"):
-                target = " (target <= 2)" if block == "sfa" and matcher in TARGET_HOSTS else ""
-                ratios[batch_size][f"{matcher}+{block} / {matcher}{target}"] = (
-                    latency[f"{matcher}+{block}"]["wall_ms"] / host
-                )
+                ratios[batch_size][f"{matcher}+{block} / {matcher}"] = latency[f"{matcher}+{block}"]["wall_ms"] / host
             ratios[batch_size][f"{matcher}+none / cross-encoder"] = host / latency["cross-encoder"]["wall_ms"]
     flop_ratios = {
         f"{name} / {reference}": count / flops[reference]

@@ -243,28 +243,39 @@ def test_every_benchmark_arm_runs_on_the_speed_batch_of_its_input_format():
 def test_targets_are_judged_from_the_measured_ratios():
     row = {"length": 128, "batch_size": 32, "ratio": {"comateformer": 1.6}, "memory_ratio": {"comateformer": 1.2}}
     csr = {"bi_over_cached_tri": 5.5, "router_overhead_direct": 1.2}
-    found = speed.targets({"comateformer": {"latency": [row]}}, csr)  # in the registry's order of methods
+    found = speed.targets({"comateformer": {"latency": [row]}}, {"csr": csr})  # in the registry's order of methods
     assert [(t["method"], t["measured"], t["met"]) for t in found] == [
         ("csr", 5.5, True),
         ("csr", 1.2, False),
         ("comateformer", 1.6, False),
         ("comateformer", 1.2, True),
     ]
-    siamese = {"wall_ratios": {"1": {"re2+sfa / cross-encoder (target <= 0.1)": 0.4, "esim+fa / esim": 1.0,
-                                     "esim+sfa / esim (target <= 2)": 1.5}}}  # fmt: skip
-    found = speed.targets({}, None, siamese)
-    assert [(t["measured"], t["met"]) for t in found] == [(0.4, False), (1.5, True)]
+    # the Siamese hosts' ratios at every measured batch size ("*"), the BERT-base one at batch 32 only
+    siamese = {
+        "wall_ratios": {
+            size: {"re2+sfa / bert-base cross-encoder": r, "esim+sfa / esim": 1.5, "re2+sfa / re2": e}
+            for size, r, e in (("1", 0.4, 1.0), ("32", 0.08, 2.5))
+        }
+    }
+    found = speed.targets({}, {"siamese-matcher": siamese})
+    assert [(t["target"].split(" per-pair")[0], t["target"].rsplit(" ", 2)[-2:], t["measured"], t["met"]) for t in found] == [
+        ("RE2 + SFA", ["(batch", "32)"], 0.08, True),
+        ("ESIM + SFA", ["(batch", "1)"], 1.5, True),
+        ("ESIM + SFA", ["(batch", "32)"], 1.5, True),
+        ("RE2 + SFA", ["(batch", "1)"], 1.0, True),
+        ("RE2 + SFA", ["(batch", "32)"], 2.5, False),
+    ]
     seaver = {"latency": [{**row, "batch_size": 1, "ratio": {"seaver": 1.0}}, {**row, "ratio": {"seaver": 1.12}}]}
     # every arm but the comparison's baseline is judged, each on its own row
     timed = {"length": 128, "batch_size": 32, "ratio": {"plain": 1.0, "mix": 1.4, "paper": 1.7}}
     arms = {"baseline": "plain", "latency": [timed]}
-    found = speed.targets({"comateformer": arms}, None)
+    found = speed.targets({"comateformer": arms}, {})
     assert [(t["target"].rsplit(": ", 1)[-1], t["measured"], t["met"]) for t in found] == [
         ("mix", 1.4, True),
         ("paper", 1.7, False),
     ]
     step = {"trainable_fraction_of_backbone": {"neighbor": 0.05, "full": 1.01}}
-    found = speed.targets({"seaver": seaver}, None, None, step)
+    found = speed.targets({"seaver": seaver}, {"neighbor-attention": step})
     assert [(t["method"], t["measured"], t["met"]) for t in found] == [
         ("seaver", 1.12, False),
         ("neighbor-attention", 0.05, True),

@@ -48,14 +48,15 @@ class Comparison:
 class SpeedTarget:
     """A speed or memory target of a method, checked by `benchmarks/speed.py`: `text` states it; `measure` is the
     ratio it reads, "time" or "memory" (each arm of `comparison` against its baseline at batch 32, length 128) or a
-    key path ("a/b") into the method's own speed result (`benchmarks/speed_<method>.py`); met when the ratio is at
-    most `limit`, or at least it with `at_least`."""
+    path of keys into the method's own speed result (`benchmarks/speed_<method>.py`), where "*" checks every key at
+    its level, each named `(<each> <key>)`; met when the ratio is at most `limit`, or at least it with `at_least`."""
 
     text: str
-    measure: str
+    measure: "str | tuple[str, ...]"
     limit: float
     comparison: str = ""
     at_least: bool = False
+    each: str = ""
 
 
 @dataclass(frozen=True)

@@ -107,10 +107,10 @@ SPEC = ModelSpec(
         SpeedTarget("forward time <= 1.10x the tri-encoder", "time", 1.10, "csr-tri"),
         SpeedTarget(
             "cached tri-encoder >= 5x faster than the bi-encoder (200 x 20 embeddings)",
-            "bi_over_cached_tri",
+            ("bi_over_cached_tri",),
             5.0,
             at_least=True,
         ),
-        SpeedTarget("router overhead <= 1.10x the tri-encoder baseline", "router_overhead_direct", 1.10),
+        SpeedTarget("router overhead <= 1.10x the tri-encoder baseline", ("router_overhead_direct",), 1.10),
     ),
 )

@@ -5,7 +5,7 @@ from ..configuration import SiameseMatcherConfig
 from ..configuration.configuration_siamese_matcher import MATCHERS
 from ..modeling import SiameseMatcherForSequenceClassification
 from ..registry import ModelSpec
-from .common import PEER_PROFILES, Arm, Comparison, ZooEntry
+from .common import PEER_PROFILES, Arm, Comparison, SpeedTarget, ZooEntry
 
 # The host networks (`SiameseMatcherConfig.matcher`), cited beside the SFA paper.
 HOST_CITATIONS = {
@@ -149,4 +149,21 @@ SPEC = ModelSpec(
         ),
     ),
     paper_numbers=(("RE2 + SFA", "QQP accuracy 90.97, 5.27M parameters", "GloVe embeddings"),),
+    # per-pair wall-time ratios of `benchmarks/speed_siamese_matcher.py`, by batch size
+    speed_targets=(
+        SpeedTarget(
+            "RE2 + SFA per-pair latency <= 0.1x a BERT-base-sized cross-encoder's (batch 32)",
+            ("wall_ratios", "32", "re2+sfa / bert-base cross-encoder"),
+            0.1,
+        ),
+        *(
+            SpeedTarget(
+                f"{host.upper()} + SFA per-pair latency <= 2x {host.upper()}'s",
+                ("wall_ratios", "*", f"{host}+sfa / {host}"),
+                2.0,
+                each="batch",
+            )
+            for host in ("esim", "re2")
+        ),
+    ),
 )

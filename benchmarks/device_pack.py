@@ -10,7 +10,8 @@ reaches no network. It has torch, accelerate and most of pairzoo's dependencies,
   45 MB). The packed config.json says `"dtype": "float32"`: transformers 5 otherwise loads a checkpoint in the
   dtype of its weights (`dtype="auto"` is the default), so the model comes back float32, its weights the original
   ones up to float16 rounding (relative error at most 2**-11, about 5e-4; far below bf16 training noise).
-  `$PAIRZOO_MINILM_DIR` points the backbone name `minilm` at it (`pairzoo.backbones.minilm_path`).
+  `$PAIRZOO_MINILM_DIR` points the backbone name `minilm` at it (`pairzoo.backbones.minilm_path`). `--no_minilm`
+  leaves it out (a run on `mpnet-base` only), so that the pack can ride along with a part of mpnet-base (below).
 - `data.tar.xz`: only the files the named pairzoo data sets read, in the shared data folder's layout, as one xz
   archive of a folder `data/` (text compresses about 4x: WN18RR and SICK's 8.2 MiB travel as 1.9 MiB). Files
   missing from the data folder (held-out test splits) are skipped and named. `run.sh` extracts it into the pack's
@@ -23,26 +24,47 @@ reaches no network. It has torch, accelerate and most of pairzoo's dependencies,
   (tests).
 - `run.sh`: the device call's entry point, run from the repository root: extracts `data.tar.xz` into the pack's
   `data/` when that folder is missing and the packages into /tmp/site (`$DEVPACK_SITE`; ahead of the device's own
-  packages on PYTHONPATH), exports PYTHONPATH, PAIRZOO_DATA_DIR, PAIRZOO_MINILM_DIR, the Hugging Face offline
-  variables and HF_HOME=./.hf_home, prints the versions it will run with (failing fast when an import fails), then
-  `exec "$@"`; sourced (`source .devpack/run.sh`), it sets that environment in the calling shell instead.
+  packages on PYTHONPATH), exports PYTHONPATH, PAIRZOO_DATA_DIR, PAIRZOO_MINILM_DIR (when MiniLM is packed),
+  PAIRZOO_MPNET_DIR (when the parts below were assembled into /tmp/mpnet, `$DEVPACK_MPNET`), the Hugging Face
+  offline variables and HF_HOME=./.hf_home, prints the versions it will run with (failing fast when an import
+  fails), then `exec "$@"`; sourced (`source .devpack/run.sh`), it sets that environment in the calling shell
+  instead.
 - `pack.json`: what was packed, from where, and the sizes (`data.tar.xz` compressed; `data_bytes_uncompressed`).
+
+`--backbone_chunks mpnet-base` also writes the optional backbone all-mpnet-base-v2 (`pairzoo.backbones.mpnet_path`,
+or `--backbone_dir`), whose float16 weights (about 219 MB) no single call carries, to a second ignored folder beside
+the pack, `<pack>-mpnet/` (`.devpack-mpnet/`): its float16 folder (as `minilm/` above) as one uncompressed tar of a
+folder `model/`, cut into `part-1/part-1.bin ... part-N/part-N.bin`. Each part is as large as a call carrying it
+alone allows: 64 MiB less the working tree measured now, less `CHUNK_MARGIN_BYTES` for the tree's growth before the
+calls (the last part holds the rest). Every part holds the same `assemble.sh` (but for its number), which records
+every part's and every file's sha256, so each call carries one part folder and nothing else: run on the device, it
+checks its part and copies it to `$DEVPACK_MPNET.parts/part-K.bin` (one file a part: a step run twice writes the
+same file again); the last part's step checks all N staged parts, unpacks their join into a temporary folder beside
+`$DEVPACK_MPNET`, checks every file and renames the folder into place (with a `.devpack-id` that makes any later
+step a no-op); a missing or damaged part is named and nothing new appears at `$DEVPACK_MPNET`. `<pack>-mpnet/pack.json`
+records the parts, the sums and the device calls, which are also printed at the end: one per part, in order, the
+last part's call also carrying the pack and running the benchmark through run.sh when both fit one call, else one
+more call carries the pack. A warm machine keeps /tmp between calls only while it stays warm: the calls must follow
+each other at once.
 
 It prints each part's size (the data compressed, and uncompressed beside it) and the total with the working tree
 (tracked and untracked-not-ignored files), and fails naming the sizes when they exceed the 64 MiB a call can carry
-(the data counted compressed, as it travels). The pack is built in a temporary folder beside the output and renamed
-into place: bad input (an unknown data set, an output that exists without `--overwrite`) or any failure leaves
-nothing behind; it prints one line, `device_pack.py: error: ...`, and exits with status 2
+(the data counted compressed, as it travels). The pack (and the parts' folder) is built in a temporary folder
+beside the output and renamed into place: bad input (an unknown data set or `--backbone_chunks` name, an output
+that exists without `--overwrite`, a working tree that leaves no room for a part) or any failure leaves nothing
+behind; it prints one line, `device_pack.py: error: ...`, and exits with status 2
 (`pairzoo.console.run_command`). Running run.sh here leaves an extracted `data/` in the pack, which a later call
 would carry too: delete it (or rebuild the pack) before carrying.
 
     python benchmarks/device_pack.py --datasets sick-e snli            # writes .devpack/
     python benchmarks/device_pack.py --datasets wn18rr --overwrite
+    python benchmarks/device_pack.py --datasets stsb sick-e --no_minilm --backbone_chunks mpnet-base
     # then, on the device (see docs/benchmarks.md):
     bash .devpack/run.sh python3 benchmarks/quality.py --profile gpu --only neighbor-attention ...
 """
 
 import email.parser
+import hashlib
 import importlib.metadata
 import json
 import os
@@ -117,6 +139,12 @@ SKIPPED_MODEL_FILES = (".gitattributes", "pytorch_model.bin", "tf_model.h5", "fl
 # Data sets that read no file of the data folder.
 NO_FILE_DATASETS = ("synthetic",)
 DATA_ARCHIVE = "data.tar.xz"  # holds the folder `data/`; run.sh extracts it beside itself
+# --backbone_chunks: each call that carries a part leaves this much of TRANSFER_LIMIT_BYTES free beside the working
+# tree measured at pack time, for what the tree gains before the calls; each part keeps room for its assemble.sh.
+CHUNK_MARGIN_BYTES = 4 * MIB
+PART_SCRIPT_RESERVE = 64 * 1024
+CHUNKS_SUFFIX = "-mpnet"  # the parts' folder: the pack's name with this suffix (.devpack-mpnet)
+BENCHMARK_COMMAND = "python3 benchmarks/quality.py --profile gpu --backbone mpnet-base ..."  # printed, to complete
 
 
 class PackError(ValueError):
@@ -174,20 +202,26 @@ def folder_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
+def _plain(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    info.mode = 0o755 if info.isdir() else 0o644
+    return info
+
+
+def _add_folder(handle: tarfile.TarFile, folder: Path, top: str) -> None:
+    """Add `folder` to the open tar `handle` under `top/`, in sorted order, owned by no one in particular (uid/gid 0,
+    no names) with plain modes."""
+    handle.add(folder, arcname=top, recursive=False, filter=_plain)
+    for path in sorted(folder.rglob("*")):
+        handle.add(path, arcname=f"{top}/{path.relative_to(folder).as_posix()}", recursive=False, filter=_plain)
+
+
 def write_data_archive(folder: Path, archive: Path, top: str = "data") -> None:
     """Write `folder` as an xz-compressed tar `archive` whose entries sit under `top/` (`tar -xJf archive -C X`
-    makes `X/top`), in sorted order, owned by no one in particular (uid/gid 0, no names) with plain modes."""
-
-    def plain(info: tarfile.TarInfo) -> tarfile.TarInfo:
-        info.uid = info.gid = 0
-        info.uname = info.gname = ""
-        info.mode = 0o755 if info.isdir() else 0o644
-        return info
-
+    makes `X/top`; see `_add_folder`)."""
     with tarfile.open(archive, "w:xz", format=tarfile.PAX_FORMAT) as handle:
-        handle.add(folder, arcname=top, recursive=False, filter=plain)
-        for path in sorted(folder.rglob("*")):
-            handle.add(path, arcname=f"{top}/{path.relative_to(folder).as_posix()}", recursive=False, filter=plain)
+        _add_folder(handle, folder, top)
 
 
 # --------------------------------------------------------------------------------------------- MiniLM in float16
@@ -220,9 +254,9 @@ def convert_to_float16(source: "str | os.PathLike", target: "str | os.PathLike")
     return {"converted": converted, "kept": kept}
 
 
-def pack_minilm(source: Path, target: Path) -> dict:
-    """Copy the MiniLM folder `source` to `target` with a float16 `model.safetensors` and a config.json that makes
-    `from_pretrained` build the model in float32."""
+def pack_float16_model(source: Path, target: Path) -> dict:
+    """Copy the model folder `source` (MiniLM, MPNet) to `target` with a float16 `model.safetensors` and a config.json
+    that makes `from_pretrained` build the model in float32."""
     target.mkdir()
     for path in sorted(source.rglob("*")):
         rel = path.relative_to(source)
@@ -318,6 +352,203 @@ def check_wheel_requirements(wheels: "list[Path]") -> None:
                 raise PackError(f"wheel {name} needs {line!r}, but {needed} {version} is {where}.")
 
 
+# --------------------------------------------------------------------------------------------- a backbone in parts
+
+
+class _PartWriter:
+    """A write-only file for `tarfile`'s stream mode: its bytes go to `folder/part-1/part-1.bin`,
+    `folder/part-2/part-2.bin`, ..., `size` bytes a part (the last one the rest), each part's sha256 recorded in
+    `parts` once `close` ends it."""
+
+    def __init__(self, folder: Path, size: int) -> None:
+        self.folder, self.size = folder, size
+        self.parts: list[dict] = []  # {"name": "part-K", "bytes": n, "sha256": hex}
+        self._handle, self._hash, self._written = None, None, 0
+
+    def write(self, data: bytes) -> int:
+        view = memoryview(data).cast("B")
+        while view:
+            if self._handle is None or self._written == self.size:
+                self._next_part()
+            take = min(len(view), self.size - self._written)
+            self._handle.write(view[:take])
+            self._hash.update(view[:take])
+            self._written += take
+            view = view[take:]
+        return len(data)
+
+    def _next_part(self) -> None:
+        self.close()
+        name = f"part-{len(self.parts) + 1}"
+        (self.folder / name).mkdir()
+        self._handle = (self.folder / name / f"{name}.bin").open("wb")
+        self._hash, self._written = hashlib.sha256(), 0
+        self.parts.append({"name": name})
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self.parts[-1].update(bytes=self._written, sha256=self._hash.hexdigest())
+            self._handle = None
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(MIB), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+ASSEMBLE_SH = r"""#!/usr/bin/env bash
+# Written by benchmarks/device_pack.py: part @PART@ of @PARTS@ of the backbone @BACKBONE@ (float16 weights, a config
+# that loads them as float32), as one tar of its folder cut into parts that each fit one device call. One call per
+# part, in order, each right after the one before (the machine keeps /tmp only while it stays warm), from anywhere:
+#   bash @FOLDER@/part-@PART@/assemble.sh
+# Each step checks its part against the sha256 recorded at pack time and copies it to $DEVPACK_MPNET.parts/
+# (DEVPACK_MPNET defaults to /tmp/mpnet). The last part's step then checks every staged part, unpacks them, joined,
+# into a temporary folder beside $DEVPACK_MPNET, checks every file's sha256 and only then renames the folder to
+# $DEVPACK_MPNET (replacing an older one), where run.sh finds it; a missing or damaged part stops it there, naming
+# the part, with nothing new at $DEVPACK_MPNET. A step run again repeats harmlessly; once the folder is in place,
+# every step says so and does nothing.
+set -euo pipefail
+part=@PART@ parts=@PARTS@ id=@ID@
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+target="${DEVPACK_MPNET:-/tmp/mpnet}"
+staging="$target.parts"
+unpack=""
+fail() {
+  echo "assemble.sh (part $part of $parts): $*" >&2
+  exit 1
+}
+trap '[ -z "$unpack" ] || rm -rf "$unpack"' EXIT
+part_sums() {
+  cat <<'EOF'
+@PART_SUMS@EOF
+}
+file_sums() {
+  cat <<'EOF'
+@FILE_SUMS@EOF
+}
+expected() { part_sums | awk -v name="$1" '$2 == name { print $1 }'; }
+digest() { sha256sum < "$1" | cut -d' ' -f1; }
+
+if [ -f "$target/.devpack-id" ] && [ "$(cat "$target/.devpack-id")" = "$id" ]; then
+  echo "assemble.sh: $target already holds @BACKBONE@ ($id); nothing to do."
+  exit 0
+fi
+name="part-$part.bin"
+[ -f "$here/$name" ] || fail "$here/$name is missing: carry the whole folder $here."
+mkdir -p "$staging" || fail "cannot create $staging."
+copy="$staging/.$name.copying.$$"
+cp "$here/$name" "$copy" || { rm -f "$copy"; fail "cannot copy $here/$name into $staging."; }
+if [ "$(digest "$copy")" != "$(expected "$name")" ]; then
+  rm -f "$copy"
+  fail "$here/$name is damaged (its sha256 is not the one recorded at pack time): pack it again."
+fi
+mv -f "$copy" "$staging/$name"
+staged=""
+for k in $(seq 1 "$parts"); do [ ! -f "$staging/part-$k.bin" ] || staged="$staged $k"; done
+if [ "$part" -lt "$parts" ]; then
+  echo "assemble.sh: part $part of $parts staged in $staging (staged:$staged); the last part's step assembles."
+  exit 0
+fi
+
+missing=""
+for k in $(seq 1 "$parts"); do [ -f "$staging/part-$k.bin" ] || missing="$missing $k"; done
+[ -z "$missing" ] || fail "part(s)$missing of $parts are not in $staging (their steps did not run on this \
+machine, or it was given back in between): run them, then this step again; nothing was assembled."
+for k in $(seq 1 "$parts"); do
+  [ "$(digest "$staging/part-$k.bin")" = "$(expected "part-$k.bin")" ] || fail "$staging/part-$k.bin is not \
+part $k of this pack (damaged, or from another pack): run part $k's step again; nothing was assembled."
+done
+unpack="$target.unpacking.$$"
+rm -rf "$unpack"
+mkdir -p "$unpack"
+for k in $(seq 1 "$parts"); do cat "$staging/part-$k.bin"; done | tar -xf - -C "$unpack" \
+  || fail "the joined parts do not unpack (message above); nothing was assembled."
+(cd "$unpack/model" && file_sums | sha256sum --check --quiet --strict -) \
+  || fail "the unpacked files differ from the ones packed (message above); nothing was assembled."
+echo "$id" > "$unpack/model/.devpack-id"
+old="$target.old.$$"
+if [ -e "$target" ]; then mv "$target" "$old"; fi
+if ! mv "$unpack/model" "$target"; then
+  if [ -e "$old" ]; then mv "$old" "$target"; fi
+  fail "cannot move the assembled folder to $target."
+fi
+rm -rf "$old" "$staging"
+echo "assemble.sh: @BACKBONE@ assembled in $target, its $(file_sums | wc -l) files checked; run.sh points \
+PAIRZOO_MPNET_DIR at it."
+"""
+
+
+def write_assemble_sh(path: Path, number: int, parts: "list[dict]", files: "dict[str, str]", pack_id: str) -> None:
+    """Write part `number`'s assemble.sh (`ASSEMBLE_SH`), which knows every part's and every file's sha256."""
+    fields = {
+        "@PART@": str(number),
+        "@PARTS@": str(len(parts)),
+        "@ID@": pack_id,
+        "@BACKBONE@": "mpnet-base",
+        "@FOLDER@": path.parent.parent.name,
+        "@PART_SUMS@": "".join(f"{part['sha256']}  {part['name']}.bin\n" for part in parts),
+        "@FILE_SUMS@": "".join(f"{digest}  {rel}\n" for rel, digest in files.items()),
+    }
+    text = ASSEMBLE_SH
+    for key, value in fields.items():
+        text = text.replace(key, value)
+    path.write_text(text)
+    path.chmod(0o755)
+
+
+def pack_in_parts(source: Path, target: Path, chunk_bytes: int) -> dict:
+    """Write the model folder `source` in float16 (`pack_float16_model`) as one uncompressed tar of a folder `model/`
+    cut into chunks of `chunk_bytes` (the last one the rest): `target/part-K/part-K.bin`, each part with its
+    `assemble.sh`. Returns {"float16", "stream_bytes", "files" (path: sha256), "id", "parts"}; the id is the
+    assembled folder's, from its files' sha256."""
+    from pairzoo.fileio import give_plain_modes
+
+    model = target / ".model"
+    conversion = pack_float16_model(source, model)
+    files = {p.relative_to(model).as_posix(): file_sha256(p) for p in sorted(model.rglob("*")) if p.is_file()}
+    odd = [rel for rel in files if any(ch in rel for ch in "\n\\")]
+    if odd:  # sha256sum's check lines cannot hold them as they are
+        raise PackError(f"backbone folder {str(source)!r}: file names with a newline or backslash: {odd}.")
+    writer = _PartWriter(target, chunk_bytes)
+    try:
+        with tarfile.open(fileobj=writer, mode="w|", format=tarfile.PAX_FORMAT) as handle:
+            _add_folder(handle, model, "model")
+    finally:
+        writer.close()
+    shutil.rmtree(model)
+    pack_id = hashlib.sha256("".join(f"{d}  {rel}\n" for rel, d in files.items()).encode()).hexdigest()[:16]
+    give_plain_modes(target)  # before the scripts, which keep their own 0755
+    for number, part in enumerate(writer.parts, start=1):
+        write_assemble_sh(target / part["name"] / "assemble.sh", number, writer.parts, files, pack_id)
+        part["folder_bytes"] = folder_bytes(target / part["name"])
+    stream = sum(part["bytes"] for part in writer.parts)
+    return {"float16": conversion, "stream_bytes": stream, "files": files, "id": pack_id, "parts": writer.parts}
+
+
+def device_calls(pack: str, parts: "list[str]", part_bytes: "list[int]", pack_bytes: int, tree: int) -> list[dict]:
+    """The device calls, in order, that bring the parts (carry names `parts`, sizes `part_bytes`) over and run the
+    benchmark with the main pack (`pack`, `pack_bytes`): one call per part; the last part's call also carries the
+    main pack and runs the benchmark when both fit in one call beside the working tree (`tree` bytes) and
+    `CHUNK_MARGIN_BYTES`, else one more call does. Each: {"carry", "command", "bytes" (with the working tree)}."""
+    calls = [
+        {"carry": [part], "command": f"bash {part}/assemble.sh", "bytes": size + tree}
+        for part, size in zip(parts, part_bytes)
+    ]
+    benchmark = f"bash {pack}/run.sh {BENCHMARK_COMMAND}"
+    last = calls[-1]
+    if last["bytes"] + pack_bytes + CHUNK_MARGIN_BYTES <= TRANSFER_LIMIT_BYTES:
+        last.update(
+            carry=[pack, *last["carry"]], command=f"{last['command']} && {benchmark}", bytes=last["bytes"] + pack_bytes
+        )
+    else:
+        calls.append({"carry": [pack], "command": benchmark, "bytes": pack_bytes + tree})
+    return calls
+
+
 # --------------------------------------------------------------------------------------------- run.sh
 
 RUN_SH = r"""#!/usr/bin/env bash
@@ -325,10 +556,12 @@ RUN_SH = r"""#!/usr/bin/env bash
 #   bash {pack}/run.sh python3 benchmarks/quality.py --profile gpu ...   (sets the environment, runs the command)
 #   source {pack}/run.sh && python3 -m pairzoo.train_kg ...               (sets it in the calling shell)
 # Extracts the pack's data.tar.xz into its data/ (when that folder is missing) and its packages (wheels/{site})
-# into $DEVPACK_SITE (default /tmp/site), points pairzoo at the pack's MiniLM and data, keeps Hugging Face offline
-# with its cache in ./.hf_home, and checks the imports (printing the versions) before anything runs.
+# into $DEVPACK_SITE (default /tmp/site), points pairzoo at the pack's MiniLM (when packed) and data, and at the
+# mpnet-base folder that the parts' assemble.sh put in $DEVPACK_MPNET (default /tmp/mpnet) when it is there, keeps
+# Hugging Face offline with its cache in ./.hf_home, and checks the imports (printing the versions) before anything
+# runs.
 _devpack_setup() {{
-  local pack py site="" unpack
+  local pack py site="" unpack mpnet
   pack="$(cd "$(dirname "${{BASH_SOURCE[0]}}")" && pwd)"
   py="${{PYTHON:-python3}}"
   if [ ! -d "$pack/data" ] && [ -f "$pack/{archive}" ]; then  # into a temporary folder first: no half a data/
@@ -354,22 +587,28 @@ _devpack_setup() {{
     rmdir "$unpack"
   fi
   export PYTHONPATH="${{site:+$site:}}$PWD${{PYTHONPATH:+:$PYTHONPATH}}"
-  export PAIRZOO_DATA_DIR="$pack/data" PAIRZOO_MINILM_DIR="$pack/minilm" HF_HOME="$PWD/.hf_home"
+  export PAIRZOO_DATA_DIR="$pack/data" HF_HOME="$PWD/.hf_home"
+  if [ -d "$pack/minilm" ]; then export PAIRZOO_MINILM_DIR="$pack/minilm"; fi
+  mpnet="${{DEVPACK_MPNET:-/tmp/mpnet}}"
+  if [ -f "$mpnet/.devpack-id" ]; then export PAIRZOO_MPNET_DIR="$mpnet"; fi  # only a complete, checked folder
   export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_EVALUATE_OFFLINE=1
   export TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1 MPLBACKEND=Agg
   "$py" - <<'EOF' || {{ echo "run.sh: the environment check failed (message above)." >&2; return 1; }}
 import importlib.metadata as md
+import os
 
 import datasets  # noqa: F401  (the packed wheels import)
 import evaluate  # noqa: F401
 
-from pairzoo.backbones import minilm_path
+from pairzoo.backbones import minilm_path, mpnet_path
 from pairzoo.training.data import resolve_data_dir
 
 names = '''torch transformers huggingface_hub tokenizers regex
 datasets evaluate pyarrow fsspec dill multiprocess'''.split()
 print("devpack:", ", ".join(f"{{n}} {{md.version(n)}}" for n in names), flush=True)
-print(f"devpack: minilm {{minilm_path()}}, data {{resolve_data_dir()}}", flush=True)
+minilm = minilm_path() if os.environ.get("PAIRZOO_MINILM_DIR") else "not in the pack"
+mpnet = mpnet_path() if os.environ.get("PAIRZOO_MPNET_DIR") else "not assembled"
+print(f"devpack: minilm {{minilm}}, data {{resolve_data_dir()}}, mpnet {{mpnet}}", flush=True)
 EOF
 }}
 if (return 0 2> /dev/null); then  # sourced: set the environment in the calling shell
@@ -398,6 +637,13 @@ def _fmt(size: int) -> str:
     return f"{size / MIB:.1f} MiB"
 
 
+def _carry_name(path: Path, repo: Path) -> str:
+    """`path` as a device call's carry names it: relative to the repository root (absolute outside it)."""
+    if path.resolve().is_relative_to(repo.resolve()):
+        return path.resolve().relative_to(repo.resolve()).as_posix()
+    return str(path)
+
+
 def build_pack(
     output: "str | os.PathLike",
     datasets: "list[str]",
@@ -407,11 +653,17 @@ def build_pack(
     overwrite: bool = False,
     repo: Path = REPO,
     log=print,
+    minilm: bool = True,
+    backbone_chunks: "str | None" = None,
+    backbone_dir: "str | os.PathLike | None" = None,
 ) -> dict:
-    """Write the pack to `output` (see the module docstring); returns its sizes in bytes. Bad input or a pack over
-    `TRANSFER_LIMIT_BYTES` with the working tree (the data counted compressed) is a PackError (FileNotFoundError for
-    a missing data folder), and then nothing is left behind."""
-    from pairzoo.backbones import minilm_path
+    """Write the pack to `output` (see the module docstring), without MiniLM when `minilm` is False; with
+    `backbone_chunks="mpnet-base"`, also that backbone's parts (from `backbone_dir`, default `mpnet_path()`) to
+    `<output>-mpnet` and the device calls that bring them over. Returns the sizes in bytes (and "parts", "calls"
+    with `backbone_chunks`). Bad input, a pack over `TRANSFER_LIMIT_BYTES` with the working tree (the data counted
+    compressed) or a working tree that leaves no room for a part is a PackError (FileNotFoundError for a missing
+    data folder), and then nothing is left behind."""
+    from pairzoo.backbones import MPNET_BACKBONE, minilm_path, mpnet_path
     from pairzoo.fileio import give_plain_modes, make_temporary_folder, replace_folder
     from pairzoo.training.data import resolve_data_dir
 
@@ -419,8 +671,16 @@ def build_pack(
     if not datasets:
         raise PackError("name at least one data set (--datasets).")
     files = {name: dataset_files(name) for name in dict.fromkeys(datasets)}  # unknown names fail here
-    if output.exists() and not overwrite:
-        raise PackError(f"output {str(output)!r} exists; pass --overwrite to replace it.")
+    if backbone_chunks is not None and backbone_chunks != MPNET_BACKBONE:
+        raise PackError(f"--backbone_chunks {backbone_chunks!r}: only {MPNET_BACKBONE!r} is packed in parts.")
+    if backbone_dir is not None and backbone_chunks is None:
+        raise PackError("--backbone_dir names the folder of --backbone_chunks, which is not given.")
+    if minilm_dir is not None and not minilm:
+        raise PackError("--minilm_dir names the MiniLM folder, which --no_minilm leaves out.")
+    chunks_output = output.parent / f"{output.name}{CHUNKS_SUFFIX}" if backbone_chunks else None
+    for target in filter(None, (output, chunks_output)):
+        if target.exists() and not overwrite:
+            raise PackError(f"output {str(target)!r} exists; pass --overwrite to replace it.")
     if not output.parent.is_dir():
         raise PackError(f"the output's parent folder {str(output.parent)!r} does not exist.")
     data_dir = resolve_data_dir(data_dir) if any(files.values()) else None
@@ -433,15 +693,27 @@ def build_pack(
         if missing:
             log(f"{name}: not in the data folder, not packed (held-out splits): {', '.join(missing)}")
         wanted += [rel for rel in present if rel not in wanted]
-    minilm_dir = Path(minilm_dir if minilm_dir is not None else minilm_path())
-    for required in ("config.json", "model.safetensors"):
-        if not (minilm_dir / required).is_file():
-            raise PackError(f"MiniLM folder {str(minilm_dir)!r} has no {required}.")
+    sources = {}
+    if minilm:
+        sources["MiniLM"] = Path(minilm_dir if minilm_dir is not None else minilm_path())
+    if backbone_chunks:
+        sources[backbone_chunks] = Path(backbone_dir if backbone_dir is not None else mpnet_path())
+    for label, folder in sources.items():
+        for required in ("config.json", "model.safetensors"):
+            if not (folder / required).is_file():
+                raise PackError(f"{label} folder {str(folder)!r} has no {required}.")
 
-    tree = working_tree_bytes(repo, exclude=[output])
+    tree = working_tree_bytes(repo, exclude=[p for p in (output, chunks_output) if p])
+    part_room = TRANSFER_LIMIT_BYTES - (tree or 0) - CHUNK_MARGIN_BYTES  # what a call carrying one part has left
+    if backbone_chunks and part_room - PART_SCRIPT_RESERVE <= 0:
+        raise PackError(
+            f"working tree {_fmt(tree or 0)} + margin {_fmt(CHUNK_MARGIN_BYTES)} leave no room for a part of "
+            f"{backbone_chunks} in the {_fmt(TRANSFER_LIMIT_BYTES)} a device call carries."
+        )
     building = make_temporary_folder(output)  # a plain mkdir's mode (0755 under umask 0022), not mkdtemp's 0700
+    building_parts = make_temporary_folder(chunks_output) if chunks_output else None
     try:
-        conversion = pack_minilm(minilm_dir, building / "minilm")
+        conversion = pack_float16_model(sources["MiniLM"], building / "minilm") if minilm else None
         staged = building / "data"  # the data as run.sh will extract it, archived, then removed
         staged.mkdir()
         for rel in wanted:
@@ -454,12 +726,13 @@ def build_pack(
         versions = download_wheels(building / "wheels") if wheels else {}
         give_plain_modes(building)  # before run.sh, which keeps its own 0755
         write_run_sh(building / "run.sh", output.name)
-        sizes = {part: folder_bytes(building / part) for part in ("minilm", DATA_ARCHIVE, "wheels", "run.sh")}
+        names = ("minilm", DATA_ARCHIVE, "wheels", "run.sh") if minilm else (DATA_ARCHIVE, "wheels", "run.sh")
+        sizes = {part: folder_bytes(building / part) for part in names}
         summary = {
             "datasets": list(files),
             "data_files": wanted,
             "data_dir": str(data_dir) if data_dir else None,
-            "minilm_source": str(minilm_dir),
+            "minilm_source": str(sources["MiniLM"]) if minilm else None,
             "minilm_float16": conversion,
             "wheels": versions,
             "sizes": sizes,  # as they travel: the data compressed
@@ -484,12 +757,63 @@ def build_pack(
                 f"pack {_fmt(pack)} ({parts}) + working tree {_fmt(tree or 0)} = {_fmt(total)} exceeds the "
                 f"{_fmt(TRANSFER_LIMIT_BYTES)} a device call carries."
             )
+        chunked = calls = None
+        if backbone_chunks:
+            chunked = pack_in_parts(sources[backbone_chunks], building_parts, part_room - PART_SCRIPT_RESERVE)
+            too_big = [part["name"] for part in chunked["parts"] if part["folder_bytes"] > part_room]
+            if too_big:  # a part's assemble.sh outgrew PART_SCRIPT_RESERVE
+                raise PackError(f"{', '.join(too_big)} exceed the {_fmt(part_room)} a call has for a part.")
+            calls = device_calls(
+                _carry_name(output, repo),
+                [_carry_name(chunks_output / part["name"], repo) for part in chunked["parts"]],
+                [part["folder_bytes"] for part in chunked["parts"]],
+                pack,
+                tree or 0,
+            )
+            parts_summary = {
+                "backbone": backbone_chunks,
+                "source": str(sources[backbone_chunks]),
+                "float16": chunked["float16"],
+                "id": chunked["id"],
+                "stream_bytes": chunked["stream_bytes"],
+                "part_room_bytes": part_room,
+                "parts": chunked["parts"],
+                "files": chunked["files"],
+                "calls": calls,
+            }
+            (building_parts / "pack.json").write_text(json.dumps(parts_summary, indent=2) + "\n")
         replace_folder(building, output)  # --overwrite: an existing pack stays until the new one is in place
+        if building_parts is not None:
+            replace_folder(building_parts, chunks_output)
     except BaseException:
-        shutil.rmtree(building, ignore_errors=True)
+        for folder in filter(None, (building, building_parts)):
+            shutil.rmtree(folder, ignore_errors=True)
         raise
     _warn_if_not_ignored(output, repo, log)
-    return {**sizes, "pack": pack, "working_tree": tree, "total": total, "data_uncompressed": uncompressed}
+    result = {**sizes, "pack": pack, "working_tree": tree, "total": total, "data_uncompressed": uncompressed}
+    if chunked is not None:
+        _warn_if_not_ignored(chunks_output, repo, log)
+        _log_parts(chunks_output, backbone_chunks, chunked, part_room, tree, calls, log)
+        result.update(parts=[part["folder_bytes"] for part in chunked["parts"]], calls=calls)
+    return result
+
+
+def _log_parts(folder: Path, backbone: str, chunked: dict, part_room: int, tree: "int | None", calls, log) -> None:
+    parts = chunked["parts"]
+    log(
+        f"{backbone}: {len(parts)} parts in {str(folder)!r} (float16, one tar of {_fmt(chunked['stream_bytes'])}); "
+        f"a part at most {_fmt(part_room)} = {_fmt(TRANSFER_LIMIT_BYTES)} - working tree {_fmt(tree or 0)} - "
+        f"margin {_fmt(CHUNK_MARGIN_BYTES)}"
+    )
+    for part in parts:
+        log(f"{part['name']:<12} {_fmt(part['folder_bytes']):>10}  ({part['folder_bytes']:,} bytes)")
+    log(
+        "device calls, in order, each right after the one before (the machine keeps /tmp, where the parts gather, "
+        "only while it stays warm; on a fresh machine start again at call 1):"
+    )
+    for number, call in enumerate(calls, start=1):
+        log(f"call {number}: carry {json.dumps(call['carry'])} ({_fmt(call['bytes'])} with the working tree)")
+        log(f"  {call['command']}")
 
 
 def _warn_if_not_ignored(output: Path, repo: Path, log) -> None:
@@ -513,6 +837,20 @@ class PackArguments:
     )
     minilm_dir: str | None = field(default=None, metadata={"help": "MiniLM folder (default: the bundled one)"})
     no_wheels: bool = field(default=False, metadata={"help": "skip the wheel download (offline, tests)"})
+    no_minilm: bool = field(
+        default=False, metadata={"help": "leave MiniLM out (a run on mpnet-base only): a smaller pack"}
+    )
+    backbone_chunks: str | None = field(
+        default=None,
+        metadata={
+            "help": "mpnet-base: also write that backbone in float16 as parts that each fit one device call, to "
+            "<output>-mpnet/part-K/, and print the device calls that assemble it in /tmp/mpnet"
+        },
+    )
+    backbone_dir: str | None = field(
+        default=None,
+        metadata={"help": "folder of the --backbone_chunks backbone (default: pairzoo's, $PAIRZOO_MPNET_DIR)"},
+    )
 
 
 def main(argv: "list[str] | None" = None) -> int:
@@ -526,6 +864,9 @@ def main(argv: "list[str] | None" = None) -> int:
         minilm_dir=args.minilm_dir,
         wheels=not args.no_wheels,
         overwrite=args.overwrite,
+        minilm=not args.no_minilm,
+        backbone_chunks=args.backbone_chunks,
+        backbone_dir=args.backbone_dir,
     )
     return 0
 

@@ -1,9 +1,10 @@
 """benchmarks/device_pack.py: the folder a lent GPU call carries (float16 MiniLM, the named data sets' files as
-data.tar.xz, wheels, run.sh), on a tiny BERT and a tiny fake data folder, without the wheel download; and
-`$PAIRZOO_MINILM_DIR`."""
+data.tar.xz, wheels, run.sh), on a tiny BERT and a tiny fake data folder, without the wheel download;
+`$PAIRZOO_MINILM_DIR`; and `--backbone_chunks mpnet-base`'s parts and their assemble.sh, on a tiny MPNet."""
 
 import email.message
 import importlib.metadata
+import io
 import json
 import os
 import re
@@ -18,7 +19,7 @@ import pytest
 import torch
 from safetensors import safe_open
 from safetensors.torch import load_file
-from transformers import AutoModel, AutoTokenizer, BertModel
+from transformers import AutoModel, AutoTokenizer, BertModel, MPNetModel
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -26,7 +27,14 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 import device_pack  # noqa: E402
 
 from pairzoo import create_model  # noqa: E402
-from pairzoo.backbones import MINILM_DIR_ENV, minilm_path, resolve_backbone, tiny_backbone_config  # noqa: E402
+from pairzoo.backbones import (  # noqa: E402
+    MINILM_DIR_ENV,
+    MPNET_DIR_ENV,
+    load_tokenizer,
+    minilm_path,
+    resolve_backbone,
+    tiny_backbone_config,
+)
 from pairzoo.console import run_command  # noqa: E402
 from pairzoo.training.data import load_dataset, load_kg_entities  # noqa: E402
 
@@ -135,9 +143,9 @@ def _copy_of(pack: Path, where: Path) -> Path:
     return Path(shutil.copytree(pack, where / ".devpack", symlinks=True))
 
 
-def _clean_env() -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PAIRZOO_", "HF_"))}
-    env.update(PYTHON=sys.executable, OMP_NUM_THREADS="1")
+def _clean_env(mpnet: "Path | str" = "/nonexistent/mpnet") -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PAIRZOO_", "HF_", "DEVPACK_"))}
+    env.update(PYTHON=sys.executable, OMP_NUM_THREADS="1", DEVPACK_MPNET=str(mpnet))
     return env
 
 
@@ -251,7 +259,7 @@ def test_run_sh_extracts_the_data_exports_the_pack_and_runs_the_command(pack, so
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("devpack: torch ") and "transformers " in lines[0] and "datasets " in lines[0]
-    assert lines[1] == f"devpack: minilm {pack / 'minilm'}, data {pack / 'data'}"
+    assert lines[1] == f"devpack: minilm {pack / 'minilm'}, data {pack / 'data'}, mpnet not assembled"
     assert lines[2] == f"{pack / 'data'}|{pack / 'minilm'}|{REPO / '.hf_home'}|1"
 
     # the archive came out as data/ beside it, the named data sets' files as they are in the data folder, and loads
@@ -422,3 +430,283 @@ def test_run_sh_extracts_the_packed_packages_ahead_of_the_devices_own(pack, tmp_
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[-1] == f"{site / 'devpack_probe.py'} 42"
     assert sorted(p.name for p in site.iterdir()) == ["devpack_probe-1.0.dist-info", "devpack_probe.py"]
+
+
+# --------------------------------------------------------------------------------------------- mpnet-base in parts
+
+
+def make_tiny_mpnet(folder: Path) -> Path:
+    """A tiny random MPNet saved like all-mpnet-base-v2: float32 safetensors, a config without `dtype`, its
+    tokenizer and a sentence-transformers sub-folder."""
+    torch.manual_seed(1)
+    model = MPNetModel(tiny_backbone_config("tiny-mpnet"))
+    with torch.no_grad():  # values across float16's range, as in make_tiny_minilm
+        model.embeddings.word_embeddings.weight[0, :4] = torch.tensor([1234.5, -0.3333, 1e-6, -3e-7])
+    model.save_pretrained(folder)
+    load_tokenizer("tiny-mpnet").save_pretrained(folder)
+    config = json.loads((folder / "config.json").read_text())
+    config.pop("dtype", None)
+    (folder / "config.json").write_text(json.dumps(config))
+    (folder / "1_Pooling").mkdir()
+    (folder / "1_Pooling" / "config.json").write_text('{"pooling_mode_mean_tokens": true}\n')
+    return folder
+
+
+@pytest.fixture(scope="module")
+def tiny_mpnet(tmp_path_factory) -> Path:
+    return make_tiny_mpnet(tmp_path_factory.mktemp("mpnet") / "all-mpnet-base-v2")
+
+
+PART_ROOM = 1_000_000  # what a call carrying one part has left in the tests below: the tiny MPNet takes 3 parts
+
+
+def _limit_leaving(room: int) -> int:
+    """A TRANSFER_LIMIT_BYTES that leaves `room` bytes to a part beside the working tree as it is now."""
+    return device_pack.working_tree_bytes(REPO) + device_pack.CHUNK_MARGIN_BYTES + room
+
+
+@pytest.fixture(scope="module")
+def chunked(sources, tiny_mpnet, tmp_path_factory) -> "tuple[Path, Path, dict, list[str], int]":
+    """The pack of sick-e without MiniLM and the tiny MPNet in parts, built under a call limit that leaves about
+    PART_ROOM bytes to a part: (pack, parts folder, what `build_pack` returned, its lines, the limit)."""
+    output, lines = tmp_path_factory.mktemp("chunked") / ".devpack", []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(device_pack, "TRANSFER_LIMIT_BYTES", _limit_leaving(PART_ROOM))
+        sizes = device_pack.build_pack(
+            output,
+            ["sick-e"],
+            data_dir=sources[0],
+            wheels=False,
+            log=lines.append,
+            minilm=False,
+            backbone_chunks="mpnet-base",
+            backbone_dir=tiny_mpnet,
+        )
+        return output, output.parent / ".devpack-mpnet", sizes, lines, device_pack.TRANSFER_LIMIT_BYTES
+
+
+def _assemble(parts: Path, number: int, target: Path) -> subprocess.CompletedProcess:
+    """Part `number`'s assemble.sh, run as on the device (from the repository root), into `target`."""
+    script = parts / f"part-{number}" / "assemble.sh"
+    return subprocess.run(["bash", str(script)], cwd=REPO, env=_clean_env(target), capture_output=True, text=True)
+
+
+def test_backbone_parts_each_fit_one_call_beside_the_working_tree(chunked, tiny_mpnet):
+    pack, parts, sizes, lines, limit = chunked
+    room = limit - sizes["working_tree"] - device_pack.CHUNK_MARGIN_BYTES
+    count = len(sizes["parts"])
+    assert count >= 3
+    assert _listing(parts) == sorted(["pack.json", *(f"part-{k}" for k in range(1, count + 1))])
+    joined = b""
+    for k in range(1, count + 1):
+        folder = parts / f"part-{k}"
+        assert _listing(folder) == ["assemble.sh", f"part-{k}.bin"]
+        chunk = (folder / f"part-{k}.bin").read_bytes()
+        if k < count:  # full parts, the last one the rest
+            assert len(chunk) == room - device_pack.PART_SCRIPT_RESERVE
+        else:
+            assert 0 < len(chunk) <= room - device_pack.PART_SCRIPT_RESERVE
+        assert sizes["parts"][k - 1] == device_pack.folder_bytes(folder) <= room
+        joined += chunk
+    with tarfile.open(fileobj=io.BytesIO(joined)) as archive:  # the parts joined: a tar of the float16 folder
+        members = sorted(m.name for m in archive.getmembers() if m.isfile())
+    assert members == [f"model/{rel}" for rel in _files_under(tiny_mpnet)]
+    assert _listing(pack) == ["data.tar.xz", "pack.json", "run.sh", "wheels"]  # no minilm/
+    assert json.loads((pack / "pack.json").read_text())["minilm_source"] is None
+
+    # one call a part; the last also carries the (small) pack and runs the benchmark
+    calls = sizes["calls"]
+    assert [call["carry"] for call in calls] == [
+        *([str(parts / f"part-{k}")] for k in range(1, count)),
+        [str(pack), str(parts / f"part-{count}")],
+    ]
+    assert [call["command"] for call in calls[:-1]] == [f"bash {parts}/part-{k}/assemble.sh" for k in range(1, count)]
+    assert calls[-1]["command"] == (
+        f"bash {parts}/part-{count}/assemble.sh && bash {pack}/run.sh python3 benchmarks/quality.py --profile gpu "
+        "--backbone mpnet-base ..."
+    )
+    assert all(call["bytes"] + device_pack.CHUNK_MARGIN_BYTES <= limit for call in calls)
+    assert calls[-1]["bytes"] == sizes["working_tree"] + sizes["parts"][-1] + sizes["pack"]
+    assert json.loads((parts / "pack.json").read_text())["calls"] == calls
+    for number, call in enumerate(calls, start=1):  # printed at the end, in order
+        at = lines.index(
+            f"call {number}: carry {json.dumps(call['carry'])} ({device_pack._fmt(call['bytes'])} with "
+            "the working tree)"
+        )
+        assert lines[at + 1] == f"  {call['command']}"
+    assert lines[-1] == f"  {calls[-1]['command']}"
+
+
+def test_a_pack_too_large_to_ride_with_the_last_part_gets_a_call_of_its_own():
+    mib = device_pack.MIB
+    alongside = device_pack.device_calls(".devpack", ["p/part-1", "p/part-2"], [55 * mib, 44 * mib], 10 * mib, 5 * mib)
+    assert [call["carry"] for call in alongside] == [["p/part-1"], [".devpack", "p/part-2"]]
+    assert alongside[-1]["bytes"] == 59 * mib
+    alone = device_pack.device_calls(".devpack", ["p/part-1", "p/part-2"], [55 * mib, 44 * mib], 12 * mib, 5 * mib)
+    assert [call["carry"] for call in alone] == [["p/part-1"], ["p/part-2"], [".devpack"]]
+    assert alone[-1] == {
+        "carry": [".devpack"],
+        "command": f"bash .devpack/run.sh {device_pack.BENCHMARK_COMMAND}",
+        "bytes": 17 * mib,
+    }
+    assert alone[1]["command"] == "bash p/part-2/assemble.sh"
+
+
+def test_the_parts_assemble_in_order_into_the_float16_backbone(chunked, tiny_mpnet, tmp_path, monkeypatch):
+    pack, parts, sizes, _, _ = chunked
+    count = len(sizes["parts"])
+    target = tmp_path / "mpnet"
+    for k in [1, 2, 2, *range(3, count)]:  # part 2's step twice
+        proc = _assemble(parts, k, target)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.startswith(f"assemble.sh: part {k} of {count} staged in {tmp_path / 'mpnet.parts'}")
+        assert not target.exists()
+    assert sorted((tmp_path / "mpnet.parts").iterdir()) == [
+        tmp_path / "mpnet.parts" / f"part-{k}.bin" for k in range(1, count)
+    ]
+    last = _assemble(parts, count, target)
+    assert last.returncode == 0, last.stderr
+    assert last.stdout.startswith(f"assemble.sh: mpnet-base assembled in {target}")
+    assert _listing(tmp_path) == ["mpnet"]  # the staged parts and the unpacking folder are gone
+    assert _files_under(target) == sorted([".devpack-id", *_files_under(tiny_mpnet)])
+    assert json.loads((target / "config.json").read_text())["dtype"] == "float32"
+
+    reference = AutoModel.from_pretrained(tiny_mpnet)
+    loaded = AutoModel.from_pretrained(target)
+    assert {p.dtype for p in loaded.parameters()} == {torch.float32}
+    for (name, expected), (_, actual) in zip(reference.state_dict().items(), loaded.state_dict().items()):
+        torch.testing.assert_close(actual, expected, rtol=FP16_RTOL, atol=FP16_ATOL, msg=name)
+    assert not torch.equal(loaded.embeddings.word_embeddings.weight, reference.embeddings.word_embeddings.weight)
+    monkeypatch.setenv(MPNET_DIR_ENV, str(target))
+    model = create_model("cross-encoder", backbone="mpnet-base")
+    torch.testing.assert_close(
+        model.backbone.embeddings.word_embeddings.weight,
+        reference.embeddings.word_embeddings.weight,
+        rtol=FP16_RTOL,
+        atol=FP16_ATOL,
+    )
+
+    # once assembled, any step again does nothing
+    for k in (1, count):
+        again = _assemble(parts, k, target)
+        assert again.returncode == 0 and again.stdout.startswith(f"assemble.sh: {target} already holds mpnet-base")
+    assert _listing(tmp_path) == ["mpnet"]
+
+    # run.sh points the backbone name mpnet-base at the assembled folder (and MiniLM is not in this pack)
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    show = "from pairzoo.backbones import resolve_backbone; print(resolve_backbone('mpnet-base'))"
+    proc = subprocess.run(
+        ["bash", str(_copy_of(pack, copy) / "run.sh"), sys.executable, "-c", show],
+        cwd=REPO,
+        env=_clean_env(target),
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[1] == f"devpack: minilm not in the pack, data {copy / '.devpack' / 'data'}, mpnet {target}"
+    assert lines[2] == str(target)
+
+
+def test_a_missing_or_damaged_part_stops_the_last_step_and_leaves_the_target_alone(chunked, tmp_path):
+    _, parts, sizes, _, _ = chunked
+    count = len(sizes["parts"])
+    target, staging = tmp_path / "mpnet", tmp_path / "mpnet.parts"
+    target.mkdir()
+    (target / "config.json").write_text("{}")  # an older folder: it stays until a complete one replaces it
+    for k in [1, *range(3, count)]:
+        assert _assemble(parts, k, target).returncode == 0
+    last = _assemble(parts, count, target)
+    assert last.returncode == 1
+    assert f"part(s) 2 of {count} are not in {staging}" in last.stderr and "nothing was assembled" in last.stderr
+    assert _listing(tmp_path) == ["mpnet", "mpnet.parts"] and _listing(target) == ["config.json"]
+
+    (staging / "part-1.bin").write_bytes(b"not part 1")  # a staged part damaged (or from another pack)
+    assert _assemble(parts, 2, target).returncode == 0
+    last = _assemble(parts, count, target)
+    assert last.returncode == 1
+    assert f"{staging / 'part-1.bin'} is not part 1 of this pack" in last.stderr
+    assert _listing(tmp_path) == ["mpnet", "mpnet.parts"] and (target / "config.json").read_text() == "{}"
+
+    assert _assemble(parts, 1, target).returncode == 0  # part 1's step again mends it
+    last = _assemble(parts, count, target)
+    assert last.returncode == 0, last.stderr
+    assert _listing(tmp_path) == ["mpnet"] and (target / ".devpack-id").is_file()
+    assert json.loads((target / "config.json").read_text())["model_type"] == "mpnet"
+
+
+def test_a_damaged_part_is_refused_by_its_own_step(chunked, tmp_path):
+    _, parts, _, _, _ = chunked
+    part = Path(shutil.copytree(parts / "part-1", tmp_path / "carried" / "part-1"))
+    data = bytearray((part / "part-1.bin").read_bytes())
+    data[-1] ^= 0xFF
+    (part / "part-1.bin").write_bytes(bytes(data))
+    target = tmp_path / "mpnet"
+    proc = subprocess.run(
+        ["bash", str(part / "assemble.sh")], cwd=REPO, env=_clean_env(target), capture_output=True, text=True
+    )
+    assert proc.returncode == 1 and f"{part / 'part-1.bin'} is damaged" in proc.stderr
+    assert _listing(tmp_path / "mpnet.parts") == [] and not target.exists()  # nothing staged, no half copy
+
+
+def test_backbone_chunks_refusals_name_the_flag_and_leave_nothing(sources, tiny_mpnet, tmp_path, monkeypatch, capsys):
+    output = tmp_path / ".devpack"
+    args = ["--datasets", "sick-e", "--output", str(output), "--data_dir", str(sources[0]), "--no_wheels"]
+    chunks = ["--no_minilm", "--backbone_chunks", "mpnet-base", "--backbone_dir", str(tiny_mpnet)]
+    with pytest.raises(device_pack.PackError, match="--backbone_chunks 'roberta-base': only 'mpnet-base'"):
+        device_pack.main([*args, "--backbone_chunks", "roberta-base"])
+    with pytest.raises(device_pack.PackError, match="--backbone_dir names the folder of --backbone_chunks"):
+        device_pack.main([*args, "--backbone_dir", str(tiny_mpnet)])
+    with pytest.raises(device_pack.PackError, match="--minilm_dir names the MiniLM folder, which --no_minilm"):
+        device_pack.main([*args, "--no_minilm", "--minilm_dir", str(sources[1])])
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "config.json").write_text("{}")
+    with pytest.raises(
+        device_pack.PackError, match=re.escape(f"mpnet-base folder '{empty}' has no model.safetensors")
+    ):
+        device_pack.main([*args, *chunks[:-1], str(empty)])
+    with monkeypatch.context() as patch:  # a working tree that leaves a call no room for a part
+        patch.setattr(device_pack, "TRANSFER_LIMIT_BYTES", device_pack.MIB)
+        with pytest.raises(device_pack.PackError, match=r"working tree .* MiB \+ margin 4.0 MiB leave no room"):
+            device_pack.main([*args, *chunks])
+    assert _listing(tmp_path) == ["empty"]
+
+    (tmp_path / ".devpack-mpnet").mkdir()
+    (tmp_path / ".devpack-mpnet" / "keep.txt").write_text("mine")
+    with pytest.raises(device_pack.PackError, match=re.escape(f"output '{tmp_path / '.devpack-mpnet'}' exists")):
+        device_pack.main([*args, *chunks])
+    assert _listing(tmp_path) == [".devpack-mpnet", "empty"] and _listing(tmp_path / ".devpack-mpnet") == ["keep.txt"]
+
+    assert run_command("device_pack.py", device_pack.main, [*args, "--backbone_chunks", "bert"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("device_pack.py: error: --backbone_chunks 'bert'") and err.count("\n") == 1
+
+
+def test_overwrite_replaces_both_folders_and_a_failure_keeps_the_old_ones(sources, tiny_mpnet, tmp_path, monkeypatch):
+    from safetensors.torch import save_file
+
+    monkeypatch.setattr(device_pack, "TRANSFER_LIMIT_BYTES", _limit_leaving(PART_ROOM))
+    output = tmp_path / ".devpack"
+    args = ["--datasets", "sick-e", "--output", str(output), "--data_dir", str(sources[0]), "--no_wheels"]
+    device_pack.main([*args, "--no_minilm", "--backbone_chunks", "mpnet-base", "--backbone_dir", str(tiny_mpnet)])
+    recorded = (tmp_path / ".devpack-mpnet" / "pack.json").read_text()
+    # a backbone whose weights float16 cannot hold fails after the pack was built: both old folders stay
+    bad = Path(shutil.copytree(tiny_mpnet, tmp_path / "bad"))
+    save_file({"huge": torch.tensor([7e4])}, str(bad / "model.safetensors"))
+    bad_args = [*args, "--overwrite", "--no_minilm", "--backbone_chunks", "mpnet-base", "--backbone_dir", str(bad)]
+    with pytest.raises(device_pack.PackError, match="'huge'"):
+        device_pack.main(bad_args)
+    assert _listing(tmp_path) == [".devpack", ".devpack-mpnet", "bad"]
+    assert (tmp_path / ".devpack-mpnet" / "pack.json").read_text() == recorded
+    assert _listing(output) == ["data.tar.xz", "pack.json", "run.sh", "wheels"]
+    # --overwrite: both replaced, no temporary folder left
+    minilm = ["--minilm_dir", str(sources[1])]
+    device_pack.main(
+        [*args, *minilm, "--overwrite", "--backbone_chunks", "mpnet-base", "--backbone_dir", str(tiny_mpnet)]
+    )
+    assert _listing(tmp_path) == [".devpack", ".devpack-mpnet", "bad"]
+    assert "minilm" in _listing(output)
+    calls = json.loads((tmp_path / ".devpack-mpnet" / "pack.json").read_text())["calls"]
+    assert calls[-1]["carry"] == [str(output)]  # a pack with MiniLM does not fit beside a part: a call of its own

@@ -144,7 +144,11 @@ DATA_ARCHIVE = "data.tar.xz"  # holds the folder `data/`; run.sh extracts it bes
 CHUNK_MARGIN_BYTES = 4 * MIB
 PART_SCRIPT_RESERVE = 64 * 1024
 CHUNKS_SUFFIX = "-mpnet"  # the parts' folder: the pack's name with this suffix (.devpack-mpnet)
-BENCHMARK_COMMAND = "python3 benchmarks/quality.py --profile gpu --backbone mpnet-base ..."  # printed, to complete
+# printed, to complete: the sentence-transformers peer's recipe (`cpu-full`) on mpnet-base, on the GPU
+BENCHMARK_COMMAND = (
+    "python3 benchmarks/quality.py --profile cpu-full --backbone mpnet-base --output_dir benchmarks/results/mpnet-gpu "
+    "--workers 8 ..."
+)
 
 
 class PackError(ValueError):

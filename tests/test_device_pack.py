@@ -522,8 +522,7 @@ def test_backbone_parts_each_fit_one_call_beside_the_working_tree(chunked, tiny_
     ]
     assert [call["command"] for call in calls[:-1]] == [f"bash {parts}/part-{k}/assemble.sh" for k in range(1, count)]
     assert calls[-1]["command"] == (
-        f"bash {parts}/part-{count}/assemble.sh && bash {pack}/run.sh python3 benchmarks/quality.py --profile gpu "
-        "--backbone mpnet-base ..."
+        f"bash {parts}/part-{count}/assemble.sh && bash {pack}/run.sh {device_pack.BENCHMARK_COMMAND}"
     )
     assert all(call["bytes"] + device_pack.CHUNK_MARGIN_BYTES <= limit for call in calls)
     assert calls[-1]["bytes"] == sizes["working_tree"] + sizes["parts"][-1] + sizes["pack"]

@@ -285,6 +285,15 @@ class PairzooConfig(PretrainedConfig):
         """The most tokens one input of the backbone can hold (`max_sequence_length`); None where unstated."""
         return max_sequence_length(self.backbone_config)
 
+    def validate_problem_type(self) -> None:
+        """transformers' `problem_type`: None, or the one a pairzoo head has for `num_labels` ("regression" for one
+        score, "single_label_classification" for classes); pairzoo has no multi-label head."""
+        if self.problem_type is None:
+            return
+        check_choice("problem_type", self.problem_type, ("regression", "single_label_classification"))
+        if (self.problem_type == "regression") != (self.num_labels == 1):
+            raise ValueError(f"`problem_type` {self.problem_type!r} does not fit `num_labels` = {self.num_labels}.")
+
     def validate_classifier_dropout(self) -> None:
         """`classifier_dropout`, in the configs that declare it: None (the backbone's dropout) or a probability."""
         dropout = getattr(self, "classifier_dropout", None)

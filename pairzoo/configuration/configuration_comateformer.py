@@ -184,10 +184,5 @@ class ComateformerConfig(LabelledConfig):
         if getattr(self.backbone_config, "is_decoder", False):
             raise ValueError("`backbone_config.is_decoder` must be False: Comateformer is an encoder.")
 
-    def validate_problem_type(self) -> None:
-        check_choice("problem_type", self.problem_type, ("regression", "single_label_classification"))
-        if (self.problem_type == "regression") != (self.num_labels == 1):
-            raise ValueError(f"`problem_type` {self.problem_type!r} does not fit `num_labels` = {self.num_labels}.")
-
 
 __all__ = ["ComateformerConfig"]

@@ -120,8 +120,7 @@ def check_forward_inputs(module: nn.Module, args: tuple, kwargs: dict) -> None:
         batch_size = ids.shape[0] if batch_size is None else batch_size
     labels = inputs.get("labels")
     if isinstance(labels, torch.Tensor) and batch_size is not None:
-        if labels.dim() == 0 or labels.shape[0] != batch_size:
-            raise ValueError(f"`labels` has shape {tuple(labels.shape)}; expected one label per row ({batch_size}).")
+        check_labels(labels, batch_size, getattr(module.config, "num_labels", 1))
     positions = inputs.get("mask_positions")
     if isinstance(positions, torch.Tensor) and batch_size is not None and positions.numel() != batch_size:
         raise ValueError(
@@ -129,6 +128,20 @@ def check_forward_inputs(module: nn.Module, args: tuple, kwargs: dict) -> None:
         )
     if os.environ.get(CHECK_INPUTS_VARIABLE) == "1":
         module.check_inputs(inputs)
+
+
+def check_labels(labels: torch.Tensor, batch_size: int, num_labels: int) -> None:
+    """`labels` must be one per row, `(batch_size,)` or `(batch_size, 1)`, and class indices of an integer dtype when
+    `num_labels > 1` (a float class label would be truncated, and transformers reads float labels as multi-label
+    targets, which no pairzoo head has); a ValueError naming `labels` otherwise. Reads no tensor value."""
+    if labels.dim() == 0 or labels.shape[0] != batch_size or labels.numel() != batch_size:
+        expected = f"({batch_size},) or ({batch_size}, 1)"
+        raise ValueError(f"`labels` has shape {tuple(labels.shape)}; expected one label per row: {expected}.")
+    if num_labels > 1 and (labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool):
+        raise ValueError(
+            f"`labels` must be integer class indices for {num_labels} classes, got dtype {labels.dtype} (one-hot or "
+            "multi-label targets are not supported)."
+        )
 
 
 def non_finite_tensors(tensors: "dict[str, torch.Tensor]") -> "list[str]":
@@ -378,7 +391,7 @@ def similarity_loss_and_scores(
         scores = config.label_min + span * prediction
         loss = None
         if labels is not None:
-            target = (labels.to(raw.dtype) - config.label_min) / span
+            target = (labels.reshape(raw.shape).to(raw.dtype) - config.label_min) / span
             loss_fn = nn.functional.binary_cross_entropy_with_logits if bce else nn.functional.mse_loss
             loss = loss_fn(raw, target)
         return loss, prediction.unsqueeze(-1), scores

@@ -164,7 +164,10 @@ def combined_attention_maps(
     so inference holds fewer (B, h, L, L) maps at once.
     """
     scaling = query.shape[-1] ** -0.5
-    difference = torch.cdist(query, key, p=1) * (-config.beta * scaling)
+    if query.device.type == "cpu" and query.dtype in (torch.float16, torch.bfloat16):  # CPU cdist has no half kernels
+        difference = torch.cdist(query.float(), key.float(), p=1).to(query.dtype) * (-config.beta * scaling)
+    else:
+        difference = torch.cdist(query, key, p=1) * (-config.beta * scaling)
     gate = _gate(difference, keep, config)
     if not return_all:
         difference = None

@@ -567,7 +567,7 @@ class CsrModel(PairzooPreTrainedModel):
             scores = self.config.label_min + span * similarity
             logits = similarity.unsqueeze(-1)
             if labels is not None:
-                target = (labels.to(similarity.dtype) - self.config.label_min) / span
+                target = (labels.reshape(similarity.shape).to(similarity.dtype) - self.config.label_min) / span
                 loss = nn.functional.mse_loss(similarity, target)
         elif labels is not None:
             raise ValueError("`labels` need a second sentence (`input_ids_2`) to score against.")

@@ -541,8 +541,26 @@ class ScoringPipeline(Pipeline):
         return {"max_length": max_length}, {}, {}
 
     def _forward(self, model_inputs: "dict[str, torch.Tensor]") -> "dict[str, torch.Tensor]":
-        outputs = self.model(**model_inputs)
-        return {"logits": outputs.logits, "scores": getattr(outputs, "scores", None)}
+        """The model's outputs in eval mode (no dropout: a score never depends on the call or the batch, as in
+        sentence-transformers' `CrossEncoder.predict`), each module's own mode restored afterwards. Logits that are not
+        `(batch_size, config.num_labels)` are a ValueError: `num_labels` (or `id2label`) changed after the head was
+        built, which would make a regressor's one output a single class of probability 1."""
+        self.model.config.validate()  # a field changed since the model was built (an inverted label scale, say)
+        modules = list(self.model.modules())
+        modes = [module.training for module in modules]
+        self.model.eval()
+        try:
+            outputs = self.model(**model_inputs)
+        finally:
+            for module, mode in zip(modules, modes):
+                module.training = mode
+        logits, num_labels = outputs.logits, self.model.config.num_labels
+        if logits.dim() != 2 or logits.shape[-1] != num_labels:
+            raise ValueError(
+                f"the model's logits have shape {tuple(logits.shape)} but its config has num_labels={num_labels}: "
+                "`num_labels` or `id2label` was changed after the model was built; rebuild it with that config."
+            )
+        return {"logits": logits, "scores": getattr(outputs, "scores", None)}
 
     def postprocess_batch(self, model_outputs: "dict[str, torch.Tensor]") -> "list[dict[str, Any]]":
         """One result per example of a batch: `{"score": s}` for regression, else `{"label", "score"}`."""

@@ -793,15 +793,17 @@ def strict_json(value: object) -> str:
 
 
 def undefined_metrics(metrics: dict) -> list[str]:
-    """The names of the metrics in `metrics` that are undefined (NaN or infinite: a correlation of constant labels or
-    predictions), each logged as a warning. A non-finite loss is a failed run: a `NonFiniteLossError`."""
+    """The names of the metrics in `metrics` that are undefined (NaN or infinite: a correlation of constant or
+    non-finite labels or predictions, an F1 of a positive class absent from both, metrics of non-finite class
+    scores), each logged as a warning. A non-finite loss is a failed run: a `NonFiniteLossError`."""
     non_finite = [name for name, v in metrics.items() if isinstance(v, (int, float)) and not math.isfinite(v)]
     losses = [name for name in non_finite if name.endswith("loss")]
     if losses:
         raise NonFiniteLossError(f"validation metrics {losses} are not finite; nothing was written.")
     for name in non_finite:
         logger.warning(
-            "%s is undefined (%s: constant labels or predictions); metrics.json records it as null and the export's "
+            "%s is undefined (%s: constant or non-finite labels or predictions, or a class absent from both); "
+            "metrics.json records it as null and the export's "
             "evaluation results leave it out.",
             name,
             metrics[name],

@@ -21,6 +21,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, fields
 
+import numpy as np
 import torch
 from datasets import Dataset
 from transformers.utils import logging
@@ -75,12 +76,15 @@ class ConditionalPairCollator:
 
     def __call__(self, rows: list[dict]) -> dict[str, torch.Tensor]:
         """The batch of `rows`: text rows (`sentence1`, ...; `label`) are encoded, rows `tokenize_dataset` made
-        (model inputs; `labels`) padded; labels are checked (`_labels`). A row with neither is a KeyError naming
-        `sentence1` and saying why the Trainer may have dropped it."""
+        (model inputs; `labels`, or `label` as transformers' collators also read it) padded; labels are checked
+        (`_labels`). Rows that do not all give the same fields are a ValueError (`_check_same_fields`); a row with
+        neither texts nor model inputs is a KeyError naming `sentence1` and saying why the Trainer may have dropped
+        it."""
         if not rows:
             raise ValueError("cannot collate an empty batch.")
+        self._check_same_fields(rows)
         if "input_ids" in rows[0]:
-            batch, label_key = pad_inputs(rows, self.tokenizer), "labels"
+            batch, label_key = pad_inputs(rows, self.tokenizer), "labels" if "labels" in rows[0] else "label"
         elif "sentence1" in rows[0]:
             batch, label_key = self.encode(rows), "label"
         else:
@@ -97,16 +101,35 @@ class ConditionalPairCollator:
         check_input_values(batch, self.vocab_size, self.num_labels)
         return batch
 
+    def _check_same_fields(self, rows: list[dict]) -> None:
+        """A ValueError naming the row and the field when the rows of a batch do not give the same text and label
+        fields (model inputs, for tokenized rows): the batch is encoded by the first row's fields, so another row's
+        `sentence2` or `label` would otherwise be dropped without a word."""
+        tokenized = "input_ids" in rows[0]
+        relevant = set(self.text_fields) | {"label", "labels"}
+        first = {key for key in rows[0] if tokenized or key in relevant}
+        for i, row in enumerate(rows[1:], start=1):
+            fields = {key for key in row if tokenized or key in relevant}
+            if fields != first:
+                raise ValueError(
+                    f"row {i} of the batch has fields {sorted(fields)} but row 0 has {sorted(first)}: every row of a "
+                    "batch needs the same fields."
+                )
+
     def _labels(self, labels: list) -> torch.Tensor:
         for i, label in enumerate(labels):
-            if label is None or isinstance(label, (str, bool)):
+            if label is None or isinstance(label, (str, bool, np.bool_)):
                 raise ValueError(f"`label`[{i}] must be a number, got {label!r}.")
+            try:
+                value = float(label)
+            except (TypeError, ValueError) as err:
+                raise ValueError(f"`label`[{i}] must be a number, got {label!r}.") from err
             if self.num_labels == 1:
-                if not math.isfinite(label):
+                if not math.isfinite(value):
                     raise ValueError(f"`label`[{i}] is not finite ({label}).")
-                if self.label_range and not self.label_range[0] <= label <= self.label_range[1]:
+                if self.label_range and not self.label_range[0] <= value <= self.label_range[1]:
                     raise ValueError(f"`label`[{i}] = {label} is outside {list(self.label_range)}.")
-            elif int(label) != label or not 0 <= label < self.num_labels:
+            elif not math.isfinite(value) or int(value) != value or not 0 <= value < self.num_labels:
                 raise ValueError(f"`label`[{i}] = {label} is not a class index in [0, {self.num_labels}).")
         dtype = torch.float32 if self.num_labels == 1 else torch.long
         return torch.tensor(labels, dtype=dtype)

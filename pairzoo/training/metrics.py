@@ -32,10 +32,43 @@ def classification_metrics(
     logits: np.ndarray, labels: np.ndarray, label_names: "list[str] | None" = None
 ) -> dict[str, float]:
     """Accuracy and F1 (x100; the `classification` module): for two classes the F1 of the positive class
-    (`positive_class(label_names)`: RTE/QNLI's entailment, MRPC's paraphrase), for more the macro F1."""
-    logits, labels = np.asarray(logits), np.asarray(labels).astype(int)
+    (`positive_class(label_names)`: RTE/QNLI's entailment, MRPC's paraphrase), for more the macro F1 over the classes
+    that occur in the labels or the predictions.
+
+    `logits` are (N, num_classes) class scores or (N,) predicted class indices; `labels` (N,) class indices. Labels
+    and predicted indices that are not whole numbers in [0, num_classes), and `label_names` of another length than
+    the logits' classes, are a ValueError naming them. NaN or infinite class scores make both metrics NaN (undefined,
+    as the correlations of a diverged regressor), not the score of whichever class `argmax` picks.
+    """
+    logits, labels = np.asarray(logits), np.asarray(labels)
+    if logits.ndim not in (1, 2) or labels.ndim != 1 or len(logits) != len(labels):
+        raise ValueError(
+            f"need `logits` (N, num_classes) or (N,) and `labels` (N,), got {logits.shape} and {labels.shape}."
+        )
+    try:
+        indices = {"labels": labels.astype(np.float64)}
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"`labels` must be class indices, got dtype {labels.dtype} ({err}).") from err
+    if logits.ndim == 2:
+        num_classes = logits.shape[-1]
+        if label_names is not None and len(label_names) != num_classes:
+            raise ValueError(f"`label_names` has {len(label_names)} names but the logits have {num_classes} classes.")
+    else:
+        indices["predictions"] = logits.astype(np.float64)
+        seen = np.concatenate(list(indices.values()))
+        largest = int(seen[np.isfinite(seen)].max(initial=0))
+        num_classes = len(label_names) if label_names is not None else max(largest, 1) + 1
+    for name, values in indices.items():
+        bad = ~np.isfinite(values) | (values != np.round(values)) | (values < 0) | (values >= num_classes)
+        if bad.any():
+            raise ValueError(
+                f"`{name}` must be class indices in [0, {num_classes}), got {values[bad][:5].tolist()} "
+                f"(at {np.flatnonzero(bad)[:5].tolist()})."
+            )
+    if not np.isfinite(logits.astype(np.float64)).all():
+        return {"accuracy": float("nan"), "f1": float("nan")}
+    labels = labels.astype(int)
     predicted = logits.argmax(-1) if logits.ndim == 2 else logits.astype(int)
-    num_classes = logits.shape[-1] if logits.ndim == 2 else len(label_names or ()) or int(max(labels.max(), 1)) + 1
     if num_classes == 2:
         options = {"average": "binary", "pos_label": positive_class(label_names)}
     else:
@@ -54,7 +87,9 @@ def compute_metrics_fn(num_labels: int, label_names: "list[str] | None" = None):
         if num_labels == 1:
             scores = outputs[1] if isinstance(outputs, (tuple, list)) else outputs
             return regression_metrics(np.asarray(scores).reshape(-1), np.asarray(prediction.label_ids).reshape(-1))
-        logits = outputs[0] if isinstance(outputs, (tuple, list)) else outputs
+        logits = np.asarray(outputs[0] if isinstance(outputs, (tuple, list)) else outputs)
+        if logits.ndim != 2 or logits.shape[-1] != num_labels:
+            raise ValueError(f"the model's logits have shape {logits.shape}, expected (N, num_labels={num_labels}).")
         return classification_metrics(logits, prediction.label_ids, label_names)
 
     return compute

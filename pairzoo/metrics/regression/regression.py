@@ -1,7 +1,8 @@
 """Spearman and Pearson correlation (x100, as papers report them) and mean squared error of pair scores.
 
 A local `evaluate` metric module of pairzoo (loaded from its path, offline). A correlation is undefined, and
-returned as NaN, when the predictions or the references are constant.
+returned as NaN, when the predictions or the references are constant or hold a NaN or infinite value (an infinite
+prediction would otherwise still get a rank, and a plausible Spearman).
 """
 
 import datasets
@@ -15,8 +16,8 @@ Args:
     predictions (list of float): predicted scores, on the references' scale for `mse`.
     references (list of float): gold scores.
 Returns:
-    spearman (float): Spearman rank correlation x 100 (NaN if either side is constant).
-    pearson (float): Pearson correlation x 100 (NaN if either side is constant).
+    spearman (float): Spearman rank correlation x 100 (NaN if either side is constant or not finite).
+    pearson (float): Pearson correlation x 100 (NaN if either side is constant or not finite).
     mse (float): mean squared error.
 """
 _CITATION = """@article{spearman1904,
@@ -44,10 +45,11 @@ class Regression(evaluate.Metric):
         references = np.asarray(references, dtype=np.float64)
         if predictions.size < 2:
             raise ValueError(f"need at least 2 pairs, got {predictions.size}.")
-        constant = np.ptp(predictions) == 0 or np.ptp(references) == 0
+        finite = bool(np.isfinite(predictions).all() and np.isfinite(references).all())
+        undefined = not finite or np.ptp(predictions) == 0 or np.ptp(references) == 0
         nan = float("nan")
         return {
-            "spearman": nan if constant else float(spearmanr(predictions, references).statistic * 100),
-            "pearson": nan if constant else float(pearsonr(predictions, references).statistic * 100),
+            "spearman": nan if undefined else float(spearmanr(predictions, references).statistic * 100),
+            "pearson": nan if undefined else float(pearsonr(predictions, references).statistic * 100),
             "mse": float(np.mean((predictions - references) ** 2)),
         }

@@ -267,3 +267,50 @@ def test_a_multi_label_problem_type_is_refused_by_name():
     model.config.problem_type = "regression"
     with pytest.raises(ValueError, match="`problem_type` 'regression' does not fit `num_labels` = 3"):
         model.config.validate()
+
+
+@pytest.mark.parametrize(
+    ("names", "positive"),
+    [
+        (["duplicate", "not_duplicate"], 0),
+        (["not_duplicate", "duplicate"], 1),
+        (["yes", "no"], 0),
+        (["Different", "same"], 1),
+        (["entailment", "not_entailment"], 0),
+        (["0", "1"], 1),
+        (["cat", "dog"], 1),  # nothing says which: the second, and metrics.json names it (`f1_positive_class`)
+    ],
+)
+def test_the_binary_f1_is_that_of_the_class_that_does_not_say_no(names, positive):
+    from pairzoo.training.metrics import positive_class
+
+    assert positive_class(names) == positive
+    labels = np.array([0, 0, 1, 1, 1])
+    predictions = np.array([0, 1, 1, 1, 0])
+    expected = 100 * f1_score(labels, predictions, pos_label=positive)
+    assert classification_metrics(np.eye(2)[predictions], labels, names)["f1"] == pytest.approx(expected)
+
+
+def test_tokenize_dataset_refuses_class_names_in_another_order_than_the_models(tokenizer):
+    from datasets import ClassLabel, Dataset, Features, Value
+
+    from pairzoo.training import tokenize_dataset
+
+    features = Features(
+        {"sentence1": Value("string"), "sentence2": Value("string"), "label": ClassLabel(names=["yes", "no"])}
+    )
+    dataset = Dataset.from_dict(
+        {"sentence1": ["a b", "c d"], "sentence2": ["e", "f"], "label": [0, 1]}, features=features
+    )
+    named = create_model(
+        "cross-encoder", backbone="tiny-bert", id2label={0: "no", 1: "yes"}, label2id={"no": 0, "yes": 1}
+    )
+    with pytest.raises(ValueError, match=r"names its classes \['yes', 'no'\].*`id2label` is \['no', 'yes'\]"):
+        tokenize_dataset(dataset, named, tokenizer, name="train")
+    for model in (
+        create_model(
+            "cross-encoder", backbone="tiny-bert", id2label={0: "yes", 1: "no"}, label2id={"yes": 0, "no": 1}
+        ),
+        create_model("cross-encoder", backbone="tiny-bert", num_labels=2),  # unnamed classes take any names
+    ):
+        assert tokenize_dataset(dataset, model, tokenizer)["labels"] == [0, 1]

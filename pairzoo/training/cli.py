@@ -361,8 +361,8 @@ def _check_checkpoints_match(config, output_dir: str, resume: "str | None") -> N
         if resume is not None and folder == Path(resume):
             raise ValueError(
                 f"--resume_from_checkpoint: checkpoint {str(folder)!r} was written by another model or "
-                f"configuration: {listed}. Resume with the --model, --backbone, --dataset and --config_overrides "
-                "that wrote it."
+                f"configuration: {listed}. Resume with the --model, --backbone, --dataset (or --train_file and its "
+                "label flags) and --config_overrides that wrote it."
             )
         raise ValueError(
             f"--output_dir {output_dir!r} holds checkpoint {str(folder)!r} of another model or configuration: "

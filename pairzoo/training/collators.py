@@ -330,6 +330,24 @@ def align_special_tokens(model, tokenizer) -> None:
             setattr(config, name, token_id)
 
 
+def check_class_names(dataset: Dataset, config, name: str = "dataset") -> None:
+    """A ValueError when `dataset`'s `label` column is a `datasets.ClassLabel` whose class names are not the model's
+    (`config.id2label`, in id order): the model would learn id i as the dataset's class i and name it as its own
+    class i. A model whose classes are unnamed (transformers' `LABEL_i`) takes any names."""
+    feature = dataset.features.get("label")
+    names = getattr(feature, "names", None)
+    if not names or config.num_labels < 2:
+        return
+    own = [str(config.id2label[i]) for i in range(config.num_labels)]
+    if own == [f"LABEL_{i}" for i in range(config.num_labels)] or own == list(names):
+        return
+    raise ValueError(
+        f"dataset {name!r} names its classes {list(names)} (its `label` ClassLabel), in id order, but the model's "
+        f"`id2label` is {own}: create the model with id2label={dict(enumerate(names))} (or cast the column to the "
+        "model's order)."
+    )
+
+
 def tokenize_dataset(dataset: Dataset, model, tokenizer, max_length: int = 128, name: str = "dataset") -> Dataset:
     """`dataset` (text columns `sentence1`, optional `sentence2`/`condition`, optional `label`) as exactly the inputs
     of `model.forward` (`input_ids`, `attention_mask`, ... of its input format, unpadded) and `labels`: what a plain
@@ -346,6 +364,7 @@ def tokenize_dataset(dataset: Dataset, model, tokenizer, max_length: int = 128, 
             "`sentence1`, optional `sentence2` and `condition`, and `label`."
         )
     config = model.config
+    check_class_names(dataset, config, name)
     label_range = (config.label_min, config.label_max) if config.num_labels == 1 else None
     collator = make_collator(model, tokenizer, max_length, label_range)
     check_training_data(model, collator, {"": dataset}, name)

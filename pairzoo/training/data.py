@@ -12,6 +12,7 @@ import dataclasses
 import math
 import os
 import random
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -705,11 +706,17 @@ _FIELD_ROLES = {
 
 
 def _csv_header(path: Path, delimiter: str, flag: str) -> "list[str]":
-    """The column names of a CSV or TSV file's header line: each named once, none blank."""
+    """The column names of a CSV or TSV file's header line: each named once, none blank, and no fewer than the fields
+    of the first row (pandas would read a first field without a name as the row index, shifting every column)."""
     quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
     try:
         with open(path, encoding="utf-8-sig", newline="") as handle:
-            header = next(csv.reader(handle, delimiter=delimiter, quoting=quoting), None)
+            rows = csv.reader(handle, delimiter=delimiter, quoting=quoting)
+            header = next(rows, None)
+            try:
+                first = next((row for row in rows if any(cell.strip() for cell in row)), [])
+            except (csv.Error, UnicodeDecodeError):  # the builder names what is wrong with the rows
+                first = []
     except UnicodeDecodeError as err:
         raise ValueError(f"`{flag}` {str(path)!r} is not valid UTF-8 ({err.reason} at byte {err.start}).") from err
     except csv.Error as err:
@@ -720,6 +727,11 @@ def _csv_header(path: Path, delimiter: str, flag: str) -> "list[str]":
     blank = [number for number, name in enumerate(header, start=1) if not name.strip()]
     if blank:
         raise ValueError(f"`{flag}` {str(path)!r}: column {blank[0]} of its header has no name (columns: {header}).")
+    if len(first) > len(header):
+        raise ValueError(
+            f"`{flag}` {str(path)!r}: its first row has {len(first)} fields and its header names {len(header)} "
+            f"(columns: {header}); give every field a column name (a delimiter at the end of each line adds one)."
+        )
     return header
 
 
@@ -758,6 +770,8 @@ def read_data_file(path: "str | os.PathLike", flag: str = "data file") -> Datase
     try:
         data = datasets.load_dataset(builder, data_files={"data": str(path)}, split="data", **options)
     except Exception as err:  # pandas, pyarrow, JSON and decoding errors, some wrapped by `datasets`: say which file
+        if _has_no_rows(path, suffix):  # the builders fail on a file without rows, each its own way
+            raise ValueError(f"`{flag}` {str(path)!r} has no rows.") from err
         reason = " ".join(str(err.__cause__ or err).split())
         raise ValueError(
             f"`{flag}` {str(path)!r} is not a readable {suffix[1:].upper()} file: {reason[:300]}"
@@ -767,7 +781,47 @@ def read_data_file(path: "str | os.PathLike", flag: str = "data file") -> Datase
             datasets.enable_progress_bars()
     if len(data) == 0:
         raise ValueError(f"`{flag}` {str(path)!r} has no rows.")
+    if builder != "csv":
+        _check_utf8(data, path, flag)
     return data
+
+
+def _has_no_rows(path: Path, suffix: str) -> bool:
+    """Whether a data file that its builder could not read holds no rows: a CSV or TSV file of a header line and
+    blank lines, a JSON file of whitespace (or an empty array), a Parquet file of 0 rows."""
+    try:
+        if suffix in (".csv", ".tsv"):
+            quoting = csv.QUOTE_NONE if suffix == ".tsv" else csv.QUOTE_MINIMAL
+            with open(path, encoding="utf-8-sig", newline="") as handle:
+                rows = csv.reader(handle, delimiter="\t" if suffix == ".tsv" else ",", quoting=quoting)
+                next(rows, None)
+                return not any(cell.strip() for row in rows for cell in row)
+        if suffix == ".parquet":
+            import pyarrow.parquet
+
+            return pyarrow.parquet.ParquetFile(path).metadata.num_rows == 0
+        text = path.read_text(encoding="utf-8-sig").strip()
+        return not text or (text[0] == "[" and text[-1] == "]" and not text[1:-1].strip())
+    except (OSError, ValueError, csv.Error):  # unreadable as well: the builder's error says why
+        return False
+
+
+def _check_utf8(data: Dataset, path: Path, flag: str) -> None:
+    """Refuse text that the JSON (or Parquet) reader kept as undecodable bytes: a ValueError naming the file, row and
+    column of the first cell that is not valid UTF-8."""
+    import pyarrow
+
+    table = data.data.table
+    for name, column in zip(table.column_names, table.columns):
+        start = 0
+        for chunk in column.chunks:
+            try:
+                chunk.validate(full=True)
+            except pyarrow.ArrowInvalid as err:
+                index = re.search(r"string index (\d+)", str(err))
+                where = _row(path, start + int(index.group(1))) if index else f"`{flag}` {str(path)!r}"
+                raise ValueError(f"{where}: `{name}` is not valid UTF-8 text.") from err
+            start += len(chunk)
 
 
 def _row(path: Path, index: int) -> str:
@@ -788,11 +842,14 @@ def _file_texts(values: list, column: str, path: Path) -> "list[str]":
 
 
 def _as_number(value: object) -> "int | float | None":
-    """`value` as a label number (an int where it is written as one; a bool is 0 or 1), None for a class name."""
+    """`value` as a label number (an int where it is written as one; a bool is 0 or 1), None for a class name (also
+    one Python alone reads as a number: with digit separators, `1_000`)."""
     if isinstance(value, (bool, int)):
         return int(value)
     if isinstance(value, float):
         return value
+    if "_" in value:
+        return None
     for parse in (int, float):
         try:
             return parse(value.strip())
@@ -815,9 +872,17 @@ def _raw_labels(values: list, column: str, path: Path) -> list:
     return values
 
 
+def _near_column(names: "list[str]", column: str) -> str:
+    """`; column 'X' differs from it only in case or spaces` for a column of `names` that is `column` written another
+    way, else ''."""
+    near = [name for name in names if name != column and name.strip().casefold() == column.strip().casefold()]
+    return f"; column {near[0]!r} differs from it only in case or spaces" if near else ""
+
+
 def _used_fields(names: "list[str]", columns: "dict[str, str]", path: Path) -> "list[str]":
     """The row fields the training file has: `sentence1` and `label` always (a missing column names its flag),
-    `sentence2` and `condition` when their column is there (a column named by its flag must be)."""
+    `sentence2` and `condition` when their column is there (a column named by its flag must be, and one written
+    another way, `Condition`, is an error rather than a field left out)."""
     used = []
     for field, flag in COLUMN_FLAGS.items():
         column = columns[field]
@@ -826,7 +891,12 @@ def _used_fields(names: "list[str]", columns: "dict[str, str]", path: Path) -> "
         elif field in ("sentence1", "label") or column != field:
             raise ValueError(
                 f"`--train_file` {str(path)!r} has no column {column!r} ({flag}; its columns: {names}); set {flag} "
-                f"to the column of its {_FIELD_ROLES[field]}s."
+                f"to the column of its {_FIELD_ROLES[field]}s{_near_column(names, column)}."
+            )
+        elif _near_column(names, column):  # an optional column written another way would change the task kind
+            raise ValueError(
+                f"`--train_file` {str(path)!r} has no column {column!r} ({flag}; its columns: {names}), but "
+                f"{_near_column(names, column)[2:]}: rename it, or set {flag} to it."
             )
     twice = [field for field in used if [columns[f] for f in used].count(columns[field]) > 1]
     if twice:
@@ -909,8 +979,9 @@ def _class_labels(
     labels: "dict[str, list]", paths: "dict[str, Path]", column: str, integers: bool
 ) -> "tuple[dict[str, list[int]], list[str], str]":
     """Class ids of each split, the class names and how they were read: integer labels are ids 0..max (names "0",
-    "1", ...), other labels names in sorted order. A negative id, fewer than two training classes and a validation or
-    test label no training row has are ValueErrors naming the file, row and column."""
+    "1", ...), other labels names in sorted order, each without the spaces around it (`yes` and ` yes` are one class).
+    A negative id, fewer than two training classes and a validation or test label no training row has are ValueErrors
+    naming the file, row and column."""
     if integers:
         ids = [int(_as_number(value)) for value in labels["train"]]
         negative = next((index for index, i in enumerate(ids) if i < 0), None)
@@ -922,7 +993,7 @@ def _class_labels(
         classes = sorted(set(ids))
         text = f"class ids 0..{max(ids)} (integer labels; --label_min/--label_max make them regression scores)"
     else:
-        classes = names = sorted({str(value) for value in labels["train"]})
+        classes = names = sorted({str(value).strip() for value in labels["train"]})
         text = "classes from the label names, sorted: " + ", ".join(f"{i} = {name!r}" for i, name in enumerate(names))
     if len(classes) < 2:
         raise ValueError(
@@ -934,7 +1005,7 @@ def _class_labels(
         encoded[split] = []
         for index, value in enumerate(values):
             number = _as_number(value) if integers else None
-            key = int(number) if number is not None and float(number).is_integer() else str(value)
+            key = int(number) if number is not None and float(number).is_integer() else str(value).strip()
             if key not in classes:
                 raise ValueError(
                     f"{_row(paths[split], index)}: `{column}` {value!r} is not a class of the training file (its "
@@ -993,9 +1064,9 @@ def load_data_files(
     regression or pair classification, a pair with a condition conditional similarity (numeric labels), a sentence
     with a condition conditional classification (class labels). Labels that are not all integers, or any labels with
     `label_min`/`label_max`, are regression scores; their range is `[label_min, label_max]`, each bound defaulting to
-    the training labels' min / max. Class names (labels that are not numbers) become classes in sorted order;
-    integer labels are class ids 0..max (or regression scores when the model, whose `tasks` are given, trains only
-    the regression kind of these fields).
+    the training labels' min / max. Class names (labels that are not numbers; spaces around them dropped) become
+    classes in sorted order; integer labels are class ids 0..max (or regression scores when the model, whose `tasks`
+    are given, trains only the regression kind of these fields).
 
     Checked like the shared data sets: every text has a visible character, every label is a number or a class name
     (not a mix), regression labels lie in the range, validation and test labels are classes of the training file,
@@ -1018,7 +1089,8 @@ def load_data_files(
         if missing:
             raise ValueError(
                 f"`{DATA_FILE_FLAGS[split]}` {str(paths[split])!r} has no column {columns[missing[0]]!r} "
-                f"({COLUMN_FLAGS[missing[0]]}), which the training file has (its columns: {data.column_names})."
+                f"({COLUMN_FLAGS[missing[0]]}), which the training file has (its columns: {data.column_names})"
+                f"{_near_column(data.column_names, columns[missing[0]])}."
             )
         texts[split] = {f: _file_texts(data[columns[f]], columns[f], paths[split]) for f in fields if f != "label"}
         labels[split] = _raw_labels(data[columns["label"]], columns["label"], paths[split])

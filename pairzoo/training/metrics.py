@@ -9,13 +9,25 @@ from ..metrics import load_metric
 # The positive class of a binary F1, by class name: entailment for RTE/QNLI (their class 0), else the class named
 # "1" (paraphrase, duplicate, entails in MRPC/Quora/SciTail), else the second class.
 POSITIVE_CLASS_NAMES = ("entailment", "1")
+# Class names that say "no" (compared lower-cased, with spaces and hyphens as underscores), and their prefixes.
+NEGATIVE_CLASS_NAMES = ("0", "no", "false", "negative", "different", "mismatch", "unrelated", "contradiction")
+NEGATIVE_PREFIXES = ("not_", "non_", "no_")
+
+
+def _says_no(name: str) -> bool:
+    name = str(name).strip().lower().replace("-", "_").replace(" ", "_")
+    return name in NEGATIVE_CLASS_NAMES or name.startswith(NEGATIVE_PREFIXES)
 
 
 def positive_class(label_names: "list[str] | None") -> int:
-    """The index of the positive class of a two-class task with classes `label_names` (see POSITIVE_CLASS_NAMES)."""
+    """The index of the positive class of a two-class task with classes `label_names`: a name of
+    `POSITIVE_CLASS_NAMES` (RTE/QNLI's entailment, id "1"), else the one of two names where the other says no
+    (`duplicate` against `not_duplicate`, `yes` against `no`), else index 1."""
     for name in POSITIVE_CLASS_NAMES:
         if label_names and name in label_names:
             return list(label_names).index(name)
+    if label_names and len(label_names) == 2 and _says_no(label_names[0]) != _says_no(label_names[1]):
+        return 0 if _says_no(label_names[1]) else 1
     return 1
 
 

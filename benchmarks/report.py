@@ -67,11 +67,17 @@ def provenance(rows: list[dict]) -> str:
     )
 
 
-def seed_value(row: dict) -> str:
-    """`mean ± std` over the row's seeds, or the single seed's value saying so."""
-    if len(row["seeds"]) > 1:
-        return f"{row['mean']:.2f} ± {row['std']:.2f}"
-    return f"{row['mean']:.2f} (seed {row['seeds'][0]} only)"
+def seed_value(row: dict, seeds: "list[int] | None" = None) -> str:
+    """`mean ± std` over the row's seeds (naming them when they are not `seeds`, the table's), or the single seed's
+    value saying so; seeds where the metric was undefined (left out of the mean) are named."""
+    if len(row["seeds"]) == 1:
+        value = f"{row['mean']:.2f} (seed {row['seeds'][0]} only)"
+    elif seeds is not None and row["seeds"] != seeds:
+        value = f"{row['mean']:.2f} ± {row['std']:.2f} (seeds {', '.join(map(str, row['seeds']))} only)"
+    else:
+        value = f"{row['mean']:.2f} ± {row['std']:.2f}"
+    undefined = row.get("undefined_seeds")
+    return value + (f" (undefined at seed {', '.join(map(str, undefined))})" if undefined else "")
 
 
 def quality_markdown(rows: list[dict]) -> str:
@@ -84,6 +90,7 @@ def quality_markdown(rows: list[dict]) -> str:
         "| comparison | data set | arm | metric | mean ± std | delta vs baseline | beyond seed spread |",
         "|---|---|---|---|---|---|---|",
     ]
+    seeds = sorted({seed for r in rows for seed in r["seeds"]})
     for r in rows:
         delta = "baseline" if r["delta"] is None else f"{r['delta']:+.2f}"
         if r["delta"] is None:
@@ -94,7 +101,7 @@ def quality_markdown(rows: list[dict]) -> str:
             beyond = "yes" if r["beyond_spread"] else "no"
         differs = {k: v for k, v in r["train_args"].items() if first["train_args"].get(k) != v}
         arm = r["arm"] + (f" ({', '.join(f'{k}={v}' for k, v in differs.items())})" if differs else "")
-        value = seed_value(r)
+        value = seed_value(r, seeds)
         lines.append(f"| {r['comparison']} | {r['dataset']} | {arm} | {r['metric']} | {value} | {delta} | {beyond} |")
     lines.append("")
     lines.append("'Beyond seed spread': |delta| > std(arm) + std(baseline); unknown with a single seed.")
@@ -121,10 +128,15 @@ def peer_recipe(dataset: str, entry: dict) -> str:
 def comparison_markdown(rows: list[dict], peers: "dict | None", peers_label: str) -> str:
     """One table per comparison: per data set and arm, mean ± std over seeds, the delta against the comparison's
     baseline and, where the peer file has the data set and metric, the sentence-transformers CrossEncoder's mean ±
-    std and the delta against it; `*` marks a delta beyond the seed spread (|delta| > the sum of the two stds)."""
+    std and the delta against it (only when the runs are on `minilm`, the peer's backbone: its task-adapted arms
+    excepted); `*` marks a delta beyond the seed spread (|delta| > the sum of the two stds)."""
+    off_minilm = sorted({r["backbone"] for r in rows if not r["adapted"] and r["backbone"] != "minilm"})
+    if off_minilm:
+        peers = None
     common = {k: v for k, v in rows[0]["train_args"].items() if all(r["train_args"].get(k) == v for r in rows)}
     budget = ", ".join(f"{k}={v}" for k, v in common.items())
     baselines = {(r["comparison"], r["dataset"], r["metric"]): r for r in rows if r["baseline"]}
+    seeds = sorted({seed for r in rows for seed in r["seeds"]})
     header = "| data set | arm | training | metric | mean ± std | delta vs baseline |"
     if peers is not None:
         header += " peer CrossEncoder | delta vs peer |"
@@ -137,7 +149,7 @@ def comparison_markdown(rows: list[dict], peers: "dict | None", peers_label: str
             if r["delta"] is not None:
                 base = baselines[comparison, r["dataset"], r["metric"]]
                 delta = _delta(r["mean"], r["std"], base["mean"], base["std"], r["beyond_spread"] is not None)
-            cells = [r["dataset"], r["arm"], training, r["metric"], seed_value(r), delta]
+            cells = [r["dataset"], r["arm"], training, r["metric"], seed_value(r, seeds), delta]
             peer = (peers or {}).get(r["dataset"])
             if peer is not None and r["main"] and peer["metric"] == r["metric"]:
                 known = len(r["seeds"]) > 1 and len(peer["seeds"]) > 1
@@ -150,7 +162,12 @@ def comparison_markdown(rows: list[dict], peers: "dict | None", peers_label: str
     parts.append(
         "`*`: |delta| > std(row) + std(baseline or peer), beyond the seed spread; '(1 seed)': spread unknown."
     )
-    if peers is None:
+    if off_minilm:
+        parts.append(
+            f"Peer columns left out: the runs are on `{off_minilm[0]}`, the peer numbers in `{peers_label}` on the "
+            "bundled MiniLM (`minilm`)."
+        )
+    elif peers is None:
         parts.append(
             f"Peer columns left out: `{peers_label}` was not found (the sentence-transformers reference numbers sit "
             "outside the repository, in the shared folder beside the clone)."
@@ -256,6 +273,9 @@ def readme_with_section(text: str, section: str, name: str, heading: "str | None
 KG_METRICS = ("mrr", "hits@1", "hits@3", "hits@10")
 # `pairzoo.train_kg` flags the table's command line names (with `--bf16` and a time budget when a run used them).
 KG_COMMAND_FLAGS = ("max_steps", "batch_size", "learning_rate", "max_length", "eval_queries")
+# `pairzoo.train_kg` arguments that may differ between the runs of one table: where a run wrote and read, its seed,
+# and its arm's configuration (the same within an arm).
+KG_PER_RUN_ARGS = ("output_dir", "data_dir", "seed", "config_overrides")
 
 
 def load_kg_runs(kg_dir: Path) -> list[dict]:
@@ -284,8 +304,20 @@ def _kg_command(args: dict) -> str:
 
 def kg_markdown(runs: list[dict]) -> str:
     """WN18RR dev link prediction per arm: mean ± std over seeds (x100), the training steps run, MRR delta against
-    the router-free arm."""
+    the router-free arm. Runs that trained otherwise (any argument but `KG_PER_RUN_ARGS`, or an arm's configuration)
+    than the first are a ValueError: the table gives one command line for all."""
     first = runs[0]
+    for run in runs:
+        shared = {k for k in {*first["args"], *run["args"]} if k not in KG_PER_RUN_ARGS}
+        differ = sorted(k for k in shared if run["args"].get(k) != first["args"].get(k))
+        same_arm = next(r for r in runs if r["arm"] == run["arm"])
+        if run["args"].get("config_overrides") != same_arm["args"].get("config_overrides"):
+            differ.append("config_overrides")
+        if differ:
+            raise ValueError(
+                f"KG run {run['arm']}__seed{run['seed']} trained with other {differ} than "
+                f"{first['arm']}__seed{first['seed']} or its arm's other seeds: one table needs one recipe."
+            )
     seeds = sorted({r["seed"] for r in runs})
     devices = sorted({r.get("environment", {}).get("device", "?") for r in runs})
     lines = [
@@ -355,8 +387,19 @@ def build_report(
     """Write RESULTS.md, summary.json and quality.png under `results_dir` (and the README section, added under
     `readme_heading` when missing; with `kg_dir`, the WN18RR table too, also written to `<kg_dir>/RESULTS.md`); the
     peer columns come from `peers_path` when it exists. Returns the Markdown of RESULTS.md. Nothing is written when
-    an input is bad."""
-    rows = summarise(load_runs(results_dir))
+    an input is bad: among them, run files of several profiles, or of several backbones (task-adapted arms aside), in
+    one folder, since its tables compare every arm with one baseline under one provenance line."""
+    runs = load_runs(results_dir)
+    for name, values in (
+        ("profile", {r["profile"] for r in runs}),
+        ("backbone", {r["backbone"] for r in runs if not r.get("adaptation")}),
+    ):
+        if len(values) > 1:
+            raise ValueError(
+                f"the run files in {str(results_dir / 'runs')!r} come from several {name}s {sorted(values)}: one "
+                "results folder per profile and backbone."
+            )
+    rows = summarise(runs)
     peers = load_peers(peers_path)
     label = PEERS_LABEL if peers_path == PEERS_PATH else str(peers_path)
     kg = kg_markdown(load_kg_runs(kg_dir)) if kg_dir is not None else None

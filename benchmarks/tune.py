@@ -56,7 +56,7 @@ from benchmarks.quality import (  # noqa: E402
 )
 from pairzoo.console import check_at_least, parse_flags, run_command  # noqa: E402
 from pairzoo.fileio import write_text_atomic  # noqa: E402
-from pairzoo.hub_cards.results import main_metric  # noqa: E402
+from pairzoo.hub_cards.results import defined, main_metric  # noqa: E402
 
 BASE_PROFILE = "cpu-full"
 DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "tuned-cpu-full"
@@ -125,8 +125,9 @@ def read_run(path: Path) -> "dict | None":
 
 
 def run_score(record: dict) -> "float | None":
-    """A run's main dev metric (None where it was undefined)."""
-    return record["metrics"].get(main_metric(record["metrics"]))
+    """A run's main dev metric (None where it was undefined: `null`, or a NaN or infinity)."""
+    value = record["metrics"].get(main_metric(record["metrics"]))
+    return value if defined(value) else None
 
 
 def selection_scores(comparison: Comparison, arm: Arm, dataset: str, runs_dir: Path) -> "dict[int, float | None]":
@@ -238,8 +239,13 @@ def summarise_tuned(runs: "list[dict]", peer_runs: "list[dict]") -> "list[dict]"
             row["grid"][setting_label(run["tuning"]["setting"])] = run_score(run)
     comparisons = {c.name: c for c in available_comparisons()}
     for row in rows.values():
-        comparison = comparisons[row["comparison"]]
-        arm = next(a for a in comparison.arms if a.label == row["arm"])
+        comparison = comparisons.get(row["comparison"])
+        arm = next((a for a in comparison.arms if a.label == row["arm"]), None) if comparison else None
+        if arm is None:
+            raise ValueError(
+                f"tuning runs of arm {row['arm']!r} of comparison {row['comparison']!r}: no such arm in this "
+                "checkout's comparisons, so its grid is unknown."
+            )
         grid = grid_for(comparison, arm, row["dataset"])
         scores = {i: row["grid"].get(setting_label(s)) for i, s in enumerate(grid) if setting_label(s) in row["grid"]}
         chosen = select(scores, grid)
@@ -320,8 +326,15 @@ def tuned_markdown(rows: "list[dict]", devices: "list[str]") -> str:
 
 
 def load_run_files(folder: Path) -> "list[dict]":
-    runs_dir = folder / "runs"
-    return [json.loads(p.read_text()) for p in sorted(runs_dir.glob("*.json"))] if runs_dir.is_dir() else []
+    """The run files under `<folder>/runs/` (none when it does not exist); one that is not JSON is a ValueError naming
+    it."""
+    runs = []
+    for path in sorted((folder / "runs").glob("*.json")):
+        try:
+            runs.append(json.loads(path.read_text()))
+        except json.JSONDecodeError as err:
+            raise ValueError(f"run file {str(path)!r} is not valid JSON: {err}") from err
+    return runs
 
 
 def report(output_dir: Path, readme: "Path | None") -> str:

@@ -2,6 +2,7 @@
 cards' `model-index`, computed in one place."""
 
 import json
+import math
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -17,6 +18,12 @@ EXTRA_METRICS = ("validation_recall@20", "esnli_recall@20")
 PEERS_PATH = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "peers_minilm.json"
 
 
+def defined(value: object) -> bool:
+    """Whether a metric value is a finite number (an undefined metric is written `null`; a `NaN` or infinity, as an
+    older or hand-written run file may hold, is undefined too)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def main_metric(metrics: dict) -> str:
     """`validation_accuracy` for classification runs, `validation_spearman` for regression runs."""
     for name in ("validation_accuracy", "validation_spearman"):
@@ -27,7 +34,7 @@ def main_metric(metrics: dict) -> str:
 
 def reported_metrics(metrics: dict) -> list[str]:
     """The main metric, then each of `EXTRA_METRICS` the run has."""
-    return [main_metric(metrics), *(name for name in EXTRA_METRICS if metrics.get(name) is not None)]
+    return [main_metric(metrics), *(name for name in EXTRA_METRICS if defined(metrics.get(name)))]
 
 
 def load_runs(results_dir: Path) -> list[dict]:
@@ -47,14 +54,35 @@ def load_runs(results_dir: Path) -> list[dict]:
 
 
 def chosen_runs(runs: list[dict]) -> list[dict]:
-    """`runs` without the tuning runs (`benchmarks/tune.py`: a `tuning` record) off each arm's chosen setting: of a
-    tuned arm only the runs at the setting its final runs trained at count, and an arm with no final run yet (its
-    selection incomplete) has none. Runs without `tuning` pass."""
-    chosen = {
-        (r["comparison"], r["arm"], r["dataset"]): r["tuning"]["setting"]
-        for r in runs
-        if r.get("tuning", {}).get("stage") == "final"
-    }
+    """`runs` without the tuning runs (`benchmarks/tune.py`: a `tuning` record) off each arm's chosen setting. A tuned
+    arm's setting is chosen as `benchmarks/tune.py` chooses it: the seed-0 selection run with the best defined main
+    metric over the grid its run files record (without one, the settings its selection runs trained at, smaller
+    first), ties to the earlier setting, once every setting of the grid has run; only the runs at that setting count,
+    and only once a final run trained at it (an arm whose selection is incomplete, or whose final runs are still to
+    come, has none; final runs at another setting never count). Runs without `tuning` pass. Runs of one arm recording
+    different grids are a ValueError."""
+    arms: dict = defaultdict(list)
+    for run in runs:
+        if "tuning" in run:
+            arms[run["comparison"], run["arm"], run["dataset"]].append(run)
+    chosen = {}
+    for key, group in arms.items():
+        recorded = group[0]["tuning"].get("grid")
+        ran = {json.dumps(r["tuning"]["setting"], sort_keys=True) for r in group if r["tuning"]["stage"] == "select"}
+        grid = recorded or sorted((json.loads(s) for s in ran), key=lambda s: sorted(s.items()))
+        if any(r["tuning"].get("grid") != recorded for r in group):
+            raise ValueError(f"the tuning runs of arm {key[1]!r} of {key[0]!r} on {key[2]!r} record different grids.")
+        scores = {}
+        for r in group:
+            if r["tuning"]["stage"] == "select" and r["seed"] == 0 and r["tuning"]["setting"] in grid:
+                value = r["metrics"].get(main_metric(r["metrics"]))
+                scores[grid.index(r["tuning"]["setting"])] = value if defined(value) else None
+        ranked = [(score, -i) for i, score in scores.items() if score is not None]
+        if len(scores) < len(grid) or not ranked:
+            continue
+        setting = grid[-max(ranked)[1]]
+        if any(r["tuning"]["stage"] == "final" and r["tuning"]["setting"] == setting for r in group):
+            chosen[key] = setting
     return [
         r
         for r in runs
@@ -62,9 +90,45 @@ def chosen_runs(runs: list[dict]) -> list[dict]:
     ]
 
 
+# What the runs of one arm must share to be averaged over seeds.
+SHARED_BY_ARM = ("model", "config_overrides", "baseline", "profile", "backbone", "train_args")
+
+
+def check_runs(runs: list[dict]) -> None:
+    """A ValueError, naming the arm, unless the runs of each arm (comparison, data set, arm label) are one run per
+    seed that share `SHARED_BY_ARM` (the same training on the same backbone and profile) and each comparison and data
+    set has one baseline arm: otherwise its mean would pool unlike runs, count a seed twice or compare against an
+    arbitrary baseline."""
+    first: dict = {}
+    baselines: dict = {}
+    for run in runs:
+        key = (run["comparison"], run["dataset"], run["arm"])
+        where = f"arm {run['arm']!r} of comparison {run['comparison']!r} on {run['dataset']!r}"
+        other = first.setdefault(key, {}).setdefault(run["seed"], run)
+        if other is not run:
+            raise ValueError(f"{where}: two run files of seed {run['seed']} (keep one).")
+        some = next(iter(first[key].values()))
+        for name in SHARED_BY_ARM:
+            if run.get(name) != some.get(name):
+                raise ValueError(
+                    f"{where}: its seed-{some['seed']} and seed-{run['seed']} runs differ in {name} "
+                    f"({some.get(name)!r} vs {run.get(name)!r}); runs of one arm are averaged only when they share it."
+                )
+        if run["baseline"]:
+            base = baselines.setdefault(key[:2], run["arm"])
+            if base != run["arm"]:
+                raise ValueError(
+                    f"comparison {run['comparison']!r} on {run['dataset']!r} has two baseline arms, {base!r} and "
+                    f"{run['arm']!r}."
+                )
+
+
 def summarise(runs: list[dict]) -> list[dict]:
-    """One row per (comparison, dataset, arm, reported metric): mean/std over seeds and the delta against the baseline
-    arm on the same metric; `main` marks the main metric's rows."""
+    """One row per (comparison, dataset, arm, reported metric): mean/std over the seeds where the metric is defined
+    (`undefined_seeds`: those where it is not) and the delta against the baseline arm on the same metric; `main`
+    marks the main metric's rows. Runs that cannot be averaged (`check_runs`) and a main metric undefined at every
+    seed of an arm are a ValueError."""
+    check_runs(runs)
     groups: dict = defaultdict(list)
     order: dict = {}
     for run in runs:
@@ -74,8 +138,14 @@ def summarise(runs: list[dict]) -> list[dict]:
             order.setdefault(key, len(order))
     rows = []
     for key in sorted(groups, key=order.get):
-        group, metric = groups[key], key[3]
-        values = [r["metrics"][metric] for r in sorted(group, key=lambda r: r["seed"])]
+        group, metric = sorted(groups[key], key=lambda r: r["seed"]), key[3]
+        measured = [r for r in group if defined(r["metrics"][metric])]
+        if not measured:
+            raise ValueError(
+                f"arm {key[2]!r} of comparison {key[0]!r} on {key[1]!r}: {metric} is undefined at every seed "
+                f"{[r['seed'] for r in group]}, so it has no mean."
+            )
+        values = [r["metrics"][metric] for r in measured]
         rows.append(
             {
                 "comparison": key[0],
@@ -86,7 +156,8 @@ def summarise(runs: list[dict]) -> list[dict]:
                 "baseline": group[0]["baseline"],
                 "metric": metric.removeprefix("validation_"),
                 "main": metric == main_metric(group[0]["metrics"]),
-                "seeds": sorted(r["seed"] for r in group),
+                "seeds": [r["seed"] for r in measured],
+                "undefined_seeds": [r["seed"] for r in group if not defined(r["metrics"][metric])],
                 "values": values,
                 "mean": statistics.mean(values),
                 "std": statistics.stdev(values) if len(values) > 1 else 0.0,
@@ -384,8 +455,11 @@ def update_model_card(
 __all__ = [
     "EXTRA_METRICS",
     "PEERS_PATH",
+    "SHARED_BY_ARM",
     "baseline_comparison",
+    "check_runs",
     "comparison_arms",
+    "defined",
     "described",
     "eval_results_for",
     "load_peers",

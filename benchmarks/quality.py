@@ -310,8 +310,7 @@ def print_plan(runs: list[PlannedRun], runs_dir: Path, missing: "list[str]" = ()
 
 
 def run_id(comparison: Comparison, arm: Arm, dataset: str, seed: int) -> str:
-    label = "".join(ch if ch.isalnum() else "-" for ch in arm.label)
-    return f"{comparison.name}__{label}__{dataset}__seed{seed}"
+    return f"{comparison.name}__{arm.file_label}__{dataset}__seed{seed}"
 
 
 def train_argv(

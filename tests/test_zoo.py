@@ -6,6 +6,7 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
 from test_make_zoo import _bench_run
 from transformers import set_seed
 
@@ -75,3 +76,14 @@ def test_the_cards_findings_come_from_the_method_spec(monkeypatch, tmp_path):
     changed = dataclasses.replace(get_model_spec("cross-encoder"), findings=findings)
     monkeypatch.setitem(registry._MODELS, "cross-encoder", changed)
     assert baseline_comparison(*query)["findings"] == [f"2 rows in {tmp_path.name} on tiny-bert"]
+
+
+def test_arms_whose_run_files_would_coincide_are_refused():
+    from pairzoo.zoo import Arm, Comparison
+
+    arms = (Arm("re2 + sfa", "siamese-matcher"), Arm("re2 - sfa", "siamese-matcher", {"feature_attention": "fa"}))
+    with pytest.raises(ValueError, match=r"arms 're2 \+ sfa' and 're2 - sfa' would share run files \('re2---sfa'\)"):
+        Comparison("siamese-re2", arms, ("sick-e",))
+    with pytest.raises(ValueError, match="would share run files"):
+        Comparison("siamese-re2", (arms[0], arms[0]), ("sick-e",))
+    assert Comparison("siamese-re2", (arms[0], Arm("re2 + fa", "siamese-matcher")), ("sick-e",)).baseline == arms[0]

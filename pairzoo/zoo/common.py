@@ -24,6 +24,11 @@ class Arm:
     profiles: "tuple | None" = None
     adapted: bool = False
 
+    @property
+    def file_label(self) -> str:
+        """`label` as run file names write it: each character that is not a letter or digit a hyphen."""
+        return "".join(ch if ch.isalnum() else "-" for ch in self.label)
+
 
 @dataclass(frozen=True)
 class Comparison:
@@ -38,6 +43,16 @@ class Comparison:
     train_args: dict = field(default_factory=dict)
     expressiveness: bool = False
     profiles: "tuple | None" = None
+
+    def __post_init__(self) -> None:
+        seen: dict = {}
+        for arm in self.arms:
+            if arm.file_label in seen:
+                raise ValueError(
+                    f"comparison {self.name!r}: arms {seen[arm.file_label]!r} and {arm.label!r} would share run files "
+                    f"({arm.file_label!r}); name them apart by a letter or digit."
+                )
+            seen[arm.file_label] = arm.label
 
     @property
     def baseline(self) -> Arm:

@@ -61,15 +61,17 @@ class PairzooInputModule(Transformer):
                 columns[field].append(text)
         return columns
 
-    def encode_texts(self, columns: "dict[str, list[str]]", max_length: "int | None" = None) -> dict:
+    def encode_texts(
+        self, columns: "dict[str, list[str]]", max_length: "int | None" = None, name: str = "max_length"
+    ) -> dict:
         """Model inputs of one batch, as pairzoo's pipeline `pipeline_task` encodes it for the model's input format
         (`max_length`: by default the pipeline's, `default_max_length` of the tokenizer and the backbone; a length
-        the backbone's positions cannot hold is a ValueError, as in the pipeline)."""
+        the backbone's positions cannot hold is a ValueError naming `name`, as in the pipeline)."""
         backbone_config = getattr(self.model.config, "backbone_config", None) or self.model.config
         if max_length is None:
             max_length = default_max_length(self.tokenizer, backbone_config)
         else:
-            check_max_length(max_length, backbone_config, "max_length")
+            check_max_length(max_length, backbone_config, name)
         input_format = getattr(self.model, "input_format", "cross")
         if self.pipeline_task == "pair-similarity":
             text, text_pair = columns["text"], columns["text_pair"]
@@ -81,13 +83,43 @@ class PairzooInputModule(Transformer):
             self.tokenizer, sentence1, columns.get("sentence2"), columns[CONDITION], max_length=max_length
         )
 
-    def preprocess(self, inputs: list, prompt: "str | None" = None, max_length: "int | None" = None, **kwargs) -> dict:
-        """Encode a batch of inputs (tuples of `input_fields` texts; `prompt`: the condition of every input), with the
-        model's value checks on the CPU tensors (`check_inputs`: token ids within the model's vocabulary), as in the
-        pipelines."""
+    def _max_length(self, processing_kwargs: "dict | None", kwargs: dict) -> "tuple[int | None, str]":
+        """The length sentence-transformers' own `Transformer.preprocess` would truncate a batch to, and the option it
+        comes from: a `max_length` in the `text` processing kwargs (per call over the module's), else the call's
+        `max_length`, else the module's `query_length` / `document_length` for `task="query"` / `"document"`, else a
+        `common` `max_length`; None: the pipeline's default. Any other processing setting is a ValueError, as
+        pairzoo's encoding (its own truncation and padding) takes none."""
+        merged = self._merge_processing_kwargs(processing_kwargs)
+        unknown = [key for key, value in merged.items() if value and key not in ("text", "common")]
+        unknown += [f"{key}.{name}" for key in ("text", "common") for name in merged.get(key, {})]
+        unknown = [name for name in unknown if not name.endswith(".max_length")]
+        if unknown:
+            raise ValueError(
+                f"`processing_kwargs` sets {', '.join(sorted(set(unknown)))}: this model's inputs are encoded as "
+                "pairzoo's pipeline encodes them, which takes `max_length` only."
+            )
+        task_length = {"query": self.query_length, "document": self.document_length}.get(kwargs.get("task"))
+        for value, name in (
+            (merged.get("text", {}).get("max_length"), "processing_kwargs['text']['max_length']"),
+            (kwargs.get("max_length"), "max_length"),
+            (task_length, f"{kwargs.get('task')}_length"),
+            (merged.get("common", {}).get("max_length"), "processing_kwargs['common']['max_length']"),
+        ):
+            if value is not None:
+                return value, name
+        return None, "max_length"
+
+    def preprocess(
+        self, inputs: list, prompt: "str | None" = None, processing_kwargs: "dict | None" = None, **kwargs
+    ) -> dict:
+        """Encode a batch of inputs (tuples of `input_fields` texts; `prompt`: the condition of every input; the
+        length from `max_length=`, `processing_kwargs` or the module's per-task lengths, as sentence-transformers
+        chooses it), with the model's value checks on the CPU tensors (`check_inputs`: token ids within the model's
+        vocabulary), as in the pipelines."""
         if not inputs:
             return {}
-        features = dict(self.encode_texts(self._columns(list(inputs), prompt), max_length=max_length))
+        max_length, name = self._max_length(processing_kwargs, kwargs)
+        features = dict(self.encode_texts(self._columns(list(inputs), prompt), max_length=max_length, name=name))
         self.model.check_inputs(features)
         return features
 
@@ -110,6 +142,12 @@ class PairzooScorer(PairzooInputModule):
         else:
             features["scores"] = scores.reshape(len(outputs.logits))
         return features
+
+    def get_config_dict(self) -> dict:
+        """The saved module settings (`model.save`), with the model's `num_labels` as `config_kwargs`, as the export
+        writes it: without it sentence-transformers reloads a classifier whose architecture name does not end in
+        `ForSequenceClassification` with one label, and its head no longer fits."""
+        return {**super().get_config_dict(), "config_kwargs": {"num_labels": self.model.config.num_labels}}
 
 
 class PairzooEmbedder(PairzooInputModule):

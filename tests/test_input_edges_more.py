@@ -314,3 +314,16 @@ def test_tokenize_dataset_refuses_class_names_in_another_order_than_the_models(t
         create_model("cross-encoder", backbone="tiny-bert", num_labels=2),  # unnamed classes take any names
     ):
         assert tokenize_dataset(dataset, model, tokenizer)["labels"] == [0, 1]
+
+
+@pytest.mark.parametrize("name", ["cross-encoder", "csr"])
+def test_half_precision_scores_are_mapped_to_the_label_scale_in_float32(tokenizer, name):
+    model = create_model(name, backbone="tiny-bert").eval()
+    batch = make_collator(model, tokenizer, 64)([OK, LONG])
+    with torch.no_grad():
+        half = model.to(torch.bfloat16)(**batch)
+        double = model.to(torch.float64)(**batch)
+    assert half.scores.dtype == torch.float32 and double.scores.dtype == torch.float64
+    prediction = half.logits.squeeze(-1).double()
+    expected = model.config.label_min + (model.config.label_max - model.config.label_min) * prediction
+    torch.testing.assert_close(half.scores.double(), expected, atol=1e-6, rtol=0)

@@ -388,7 +388,8 @@ def similarity_loss_and_scores(
         raw = logits.squeeze(-1)
         bce = getattr(config, "regression_loss", "mse") == "bce"
         prediction = torch.sigmoid(raw) if bce else raw
-        scores = config.label_min + span * prediction
+        # on the label scale in float32 at least: a half-precision step there is coarse (bfloat16: 2**-7 at 1-2)
+        scores = config.label_min + span * prediction.to(torch.promote_types(prediction.dtype, torch.float32))
         loss = None
         if labels is not None:
             target = (labels.reshape(raw.shape).to(raw.dtype) - config.label_min) / span

@@ -564,7 +564,8 @@ class CsrModel(PairzooPreTrainedModel):
         if second:
             similarity = nn.functional.cosine_similarity(emb1, emb2, dim=-1)
             span = self.config.label_max - self.config.label_min
-            scores = self.config.label_min + span * similarity
+            # float32 at least, as the other families' scores
+            scores = self.config.label_min + span * similarity.to(torch.promote_types(similarity.dtype, torch.float32))
             logits = similarity.unsqueeze(-1)
             if labels is not None:
                 target = (labels.reshape(similarity.shape).to(similarity.dtype) - self.config.label_min) / span

@@ -206,3 +206,13 @@ def test_a_column_written_in_another_case_or_with_spaces_is_pointed_at(tmp_path)
     spaced.write_text("sentence1,sentence2, condition,label\na b,c d,the colour,1.5\ne f,g h,the place,2.5\n")
     with pytest.raises(ValueError, match=r"but column ' condition' differs from it only in case or spaces: rename it"):
         load_data_files({"train": str(spaced), "validation": str(spaced)})
+
+
+def test_class_ids_written_as_floats_train_scores_and_the_summary_says_how_to_get_classes(tmp_path):
+    data = load_data_files(_files(tmp_path, ["0.0", "1.0", "1.0", "0.0"], ["1.0", "0.0"]))
+    assert data.task == "pair-regression"
+    assert "whole number written as a float" in data.summary and "0 and 1, they would be classes" in data.summary
+    scores = load_data_files(_files(tmp_path, ["0.5", "1.0", "4.2", "3.0"], ["1.0", "2.5"]))
+    assert scores.task == "pair-regression" and "written as a float" not in scores.summary
+    classes = load_data_files(_files(tmp_path, ["0", "1", "1", "0"], ["1", "0"]))
+    assert classes.task == "pair-classification"

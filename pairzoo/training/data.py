@@ -872,6 +872,17 @@ def _raw_labels(values: list, column: str, path: Path) -> list:
     return values
 
 
+def _whole_floats(values: list) -> bool:
+    """Whether number labels `values` are at most 10 distinct whole numbers, one or more written as a float (`1.0`,
+    as pandas writes an integer column that held a missing value): class ids a file lost on the way."""
+    numbers = [_as_number(value) for value in values]
+    return (
+        all(isinstance(n, (int, float)) and math.isfinite(n) and float(n).is_integer() for n in numbers)
+        and any(isinstance(n, float) for n in numbers)
+        and len(set(numbers)) <= 10
+    )
+
+
 def _near_column(names: "list[str]", column: str) -> str:
     """`; column 'X' differs from it only in case or spaces` for a column of `names` that is `column` written another
     way, else ''."""
@@ -1101,6 +1112,11 @@ def load_data_files(
     if task in ("pair-regression", "conditional-similarity"):
         encoded, label_range, source = _regression_labels(labels, paths, columns["label"], label_min, label_max)
         label_names, label_text = None, f"regression labels on [{label_range[0]:g}, {label_range[1]:g}] ({source})"
+        if not integers and _whole_floats(labels["train"]):
+            label_text += (
+                " (every training label is a whole number written as a float, such as 1.0: written as integers, "
+                "0 and 1, they would be classes)"
+            )
     else:
         encoded, label_names, label_text = _class_labels(labels, paths, columns["label"], integers)
         label_range = None

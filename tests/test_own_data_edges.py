@@ -216,3 +216,10 @@ def test_class_ids_written_as_floats_train_scores_and_the_summary_says_how_to_ge
     assert scores.task == "pair-regression" and "written as a float" not in scores.summary
     classes = load_data_files(_files(tmp_path, ["0", "1", "1", "0"], ["1", "0"]))
     assert classes.task == "pair-classification"
+
+
+def test_integer_labels_far_from_0_say_how_many_class_ids_no_row_has(tmp_path):
+    data = load_data_files(_files(tmp_path, [1990, 2000, 2000, 1990], [2000, 1990]))
+    assert data.task == "pair-classification" and len(data.label_names) == 2001
+    assert "class ids 0..2000 (integer labels; 1999 of these ids no training row has" in data.summary
+    assert "no training row has" not in load_data_files(_files(tmp_path, [0, 1, 2, 1], [2, 0])).summary

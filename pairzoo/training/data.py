@@ -1002,7 +1002,9 @@ def _class_labels(
             )
         names = [str(i) for i in range(max(ids) + 1)]
         classes = sorted(set(ids))
-        text = f"class ids 0..{max(ids)} (integer labels; --label_min/--label_max make them regression scores)"
+        unused = max(ids) + 1 - len(classes)
+        empty = f"; {unused} of these ids no training row has" if unused else ""
+        text = f"class ids 0..{max(ids)} (integer labels{empty}; --label_min/--label_max make them regression scores)"
     else:
         classes = names = sorted({str(value).strip() for value in labels["train"]})
         text = "classes from the label names, sorted: " + ", ".join(f"{i} = {name!r}" for i, name in enumerate(names))

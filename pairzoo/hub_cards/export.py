@@ -37,6 +37,7 @@ PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
 # regression, see `similarity_loss_and_scores`; class scores for classification), so no sigmoid on top.
 CROSS_ENCODER_ACTIVATION = "torch.nn.modules.linear.Identity"
 _METRIC_TYPES = {"spearman": "spearmanr", "pearson": "pearsonr", "mse": "mse", "accuracy": "accuracy", "f1": "f1"}
+_METRIC_TYPES.update({name: name for name in ("mrr", "hits@1", "hits@3", "hits@10")})  # link prediction (WN18RR)
 # pairzoo data set name -> (Hub id, config) for the data sets that exist on the Hub; the others (SICK, SemEval ABSA,
 # WN18RR, the synthetic generator, local copies) are named in the card's body, never as a made-up Hub id.
 HUB_DATASETS = {

@@ -595,10 +595,11 @@ class CsrModel(PairzooPreTrainedModel):
     # ------------------------------------------------------------------------------------------ caching
 
     def _fingerprint(self) -> str:
-        """A cheap fingerprint of the backbone weights (strided samples of every parameter), to tell models apart."""
+        """A cheap fingerprint of the model's weights (strided samples of every parameter, the backbone's and the
+        routers' alike), to tell models apart."""
         totals = []
         with torch.no_grad():
-            for param in self.backbone.parameters():
+            for param in self.parameters():
                 flat = param.detach().reshape(-1)
                 sample = flat[:: max(1, flat.numel() // 512)].double().cpu()
                 position = torch.arange(1, sample.numel() + 1, dtype=torch.float64)
@@ -612,7 +613,7 @@ class CsrModel(PairzooPreTrainedModel):
             "kind": kind,
             "model_type": self.config.model_type,
             "backbone": str(getattr(self.config.backbone_config, "name_or_path", "") or ""),
-            "backbone_fingerprint": self._fingerprint(),
+            "weights_fingerprint": self._fingerprint(),
             "router_layers": ",".join(str(t) for t in self.routed_layers),
             "router": self.config.router,
             "tri_head": self.config.tri_head,
@@ -631,7 +632,7 @@ class CsrModel(PairzooPreTrainedModel):
             if key == "kind":
                 continue
             if metadata.get(key) != value:
-                what = {"backbone_fingerprint": "backbone weights"}.get(key, key)
+                what = {"weights_fingerprint": "weights"}.get(key, key)
                 raise ValueError(
                     f"the {kind} cache was built by a different model: {what} {metadata.get(key)!r} != {value!r} of "
                     "this model; rebuild the cache with this model."
@@ -749,18 +750,19 @@ class CsrModel(PairzooPreTrainedModel):
         expected = self._cache_metadata("sentence")
         self._check_cache(sentences, "sentence", SentenceCache, expected)
         self._check_cache(conditions, "condition", ConditionCache, {**expected, "kind": "condition"})
-        if batch_size < 1:
-            raise ValueError(f"`batch_size` must be >= 1, got {batch_size}.")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"`batch_size` must be a positive integer, got {batch_size!r}.")
         n_s, n_c = len(sentences), len(conditions)
-        hidden_all = sentences.hidden_states.to(self.device)
+        hidden_all = sentences.hidden_states.to(self.device, self.dtype)
         mask_all = sentences.attention_mask.to(self.device)
         if bool((mask_all[:, 1:] > mask_all[:, :-1]).any()) or bool((mask_all[:, 0] == 0).any()):
             raise ValueError(
                 "the sentence cache's attention_mask is not right-padded (each row must be its valid tokens, then "
                 "padding); build it with `encode_sentences`, which pads on the right whatever the tokenizer's side."
             )
-        queries_all, features_all = conditions.queries.to(self.device), conditions.features.to(self.device)
-        out = torch.empty(n_s * n_c, self.config.backbone_config.hidden_size, device=self.device)
+        queries_all = conditions.queries.to(self.device, self.dtype)
+        features_all = conditions.features.to(self.device, self.dtype)
+        out = torch.empty(n_s * n_c, self.config.backbone_config.hidden_size, device=self.device, dtype=self.dtype)
         pairs = torch.arange(n_s * n_c, device=self.device)
         for i in range(0, n_s * n_c, batch_size):
             index = pairs[i : i + batch_size]

@@ -74,9 +74,20 @@ MASKED = -1e4  # SimKGC's masked logit
 
 
 def kg_examples(triples, add_inverse: bool = True) -> "list[dict]":
-    """Rows `{head_id, head, relation, tail_id, tail}`, plus the inverse of each triple when `add_inverse`."""
+    """Rows `{head_id, head, relation, tail_id, tail}`, plus the inverse of each triple when `add_inverse` (its
+    relation prefixed with `INVERSE_PREFIX`). A relation already named like the inverse of another (`hypernym` and
+    `inverse hypernym`) is then a ValueError: the two relations' triples would be indistinguishable, mixed in the
+    known answers that mask negatives and filter the ranking."""
     rows = [dict(r) for r in triples]
     if add_inverse:
+        relations = {r["relation"] for r in rows}
+        clash = sorted(r for r in relations if INVERSE_PREFIX + r in relations)
+        if clash:
+            raise ValueError(
+                f"relation {INVERSE_PREFIX + clash[0]!r} has the name --add_inverse gives the inverse of relation "
+                f"{clash[0]!r}, so their triples would be mixed; rename it (relation2text.txt) or pass "
+                "--add_inverse False."
+            )
         rows += [
             {
                 "head_id": r["tail_id"],
@@ -616,7 +627,7 @@ def run_kg(args: KgArguments) -> dict:
         kg_examples(dev, args.add_inverse),
         entity_ids,
         entity_texts,
-        known_answers(kg_examples(list(data["train"]) + list(data["validation"]), True)),
+        known_answers(kg_examples(list(data["train"]) + list(data["validation"]), args.add_inverse)),
         input_format,
         args.max_length,
         args.eval_batch_size,

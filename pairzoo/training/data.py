@@ -705,18 +705,23 @@ _FIELD_ROLES = {
 }
 
 
+def _csv_quoting(delimiter: str) -> int:
+    """How CSV (quoted fields) and TSV (no quoting: a quote is text) files are read."""
+    return csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
+
+
 def _csv_header(path: Path, delimiter: str, flag: str) -> "list[str]":
     """The column names of a CSV or TSV file's header line: each named once, none blank, and no fewer than the fields
-    of the first row (pandas would read a first field without a name as the row index, shifting every column)."""
-    quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
+    of the first row (pandas would read a first field without a name as the row index, shifting every column). A
+    file of a header line and blank lines has no rows: a ValueError."""
     try:
         with open(path, encoding="utf-8-sig", newline="") as handle:
-            rows = csv.reader(handle, delimiter=delimiter, quoting=quoting)
+            rows = csv.reader(handle, delimiter=delimiter, quoting=_csv_quoting(delimiter))
             header = next(rows, None)
             try:
                 first = next((row for row in rows if any(cell.strip() for cell in row)), [])
             except (csv.Error, UnicodeDecodeError):  # the builder names what is wrong with the rows
-                first = []
+                first = None
     except UnicodeDecodeError as err:
         raise ValueError(f"`{flag}` {str(path)!r} is not valid UTF-8 ({err.reason} at byte {err.start}).") from err
     except csv.Error as err:
@@ -727,7 +732,9 @@ def _csv_header(path: Path, delimiter: str, flag: str) -> "list[str]":
     blank = [number for number, name in enumerate(header, start=1) if not name.strip()]
     if blank:
         raise ValueError(f"`{flag}` {str(path)!r}: column {blank[0]} of its header has no name (columns: {header}).")
-    if len(first) > len(header):
+    if first == []:
+        raise ValueError(f"`{flag}` {str(path)!r} has no rows.")
+    if first is not None and len(first) > len(header):
         raise ValueError(
             f"`{flag}` {str(path)!r}: its first row has {len(first)} fields and its header names {len(header)} "
             f"(columns: {header}); give every field a column name (a delimiter at the end of each line adds one)."
@@ -761,7 +768,7 @@ def read_data_file(path: "str | os.PathLike", flag: str = "data file") -> Datase
             "features": Features({name: _TEXT for name in names}),
             "na_filter": False,
             "encoding": "utf-8-sig",
-            "quoting": csv.QUOTE_NONE if suffix == ".tsv" else csv.QUOTE_MINIMAL,
+            "quoting": _csv_quoting(delimiter),
         }
     import datasets
 
@@ -770,7 +777,7 @@ def read_data_file(path: "str | os.PathLike", flag: str = "data file") -> Datase
     try:
         data = datasets.load_dataset(builder, data_files={"data": str(path)}, split="data", **options)
     except Exception as err:  # pandas, pyarrow, JSON and decoding errors, some wrapped by `datasets`: say which file
-        if _has_no_rows(path, suffix):  # the builders fail on a file without rows, each its own way
+        if builder != "csv" and _has_no_rows(path, suffix):  # builders fail on a file without rows, each its own way
             raise ValueError(f"`{flag}` {str(path)!r} has no rows.") from err
         reason = " ".join(str(err.__cause__ or err).split())
         raise ValueError(
@@ -787,22 +794,16 @@ def read_data_file(path: "str | os.PathLike", flag: str = "data file") -> Datase
 
 
 def _has_no_rows(path: Path, suffix: str) -> bool:
-    """Whether a data file that its builder could not read holds no rows: a CSV or TSV file of a header line and
-    blank lines, a JSON file of whitespace (or an empty array), a Parquet file of 0 rows."""
+    """Whether a JSON or Parquet file that its builder could not read holds no rows: a JSON file of whitespace (or an
+    empty array), a Parquet file of 0 rows (a CSV or TSV file without rows is refused by `_csv_header`)."""
     try:
-        if suffix in (".csv", ".tsv"):
-            quoting = csv.QUOTE_NONE if suffix == ".tsv" else csv.QUOTE_MINIMAL
-            with open(path, encoding="utf-8-sig", newline="") as handle:
-                rows = csv.reader(handle, delimiter="\t" if suffix == ".tsv" else ",", quoting=quoting)
-                next(rows, None)
-                return not any(cell.strip() for row in rows for cell in row)
         if suffix == ".parquet":
             import pyarrow.parquet
 
             return pyarrow.parquet.ParquetFile(path).metadata.num_rows == 0
         text = path.read_text(encoding="utf-8-sig").strip()
         return not text or (text[0] == "[" and text[-1] == "]" and not text[1:-1].strip())
-    except (OSError, ValueError, csv.Error):  # unreadable as well: the builder's error says why
+    except (OSError, ValueError):  # unreadable as well: the builder's error says why
         return False
 
 

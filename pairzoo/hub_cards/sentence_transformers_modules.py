@@ -150,11 +150,33 @@ class PairzooScorer(PairzooInputModule):
         return {**super().get_config_dict(), "config_kwargs": {"num_labels": self.model.config.num_labels}}
 
 
+class OutputValueError(ValueError, KeyError):
+    """An output a `SentenceTransformer` asks of a module that does not give it (a `KeyError` too, as a missing output
+    of any module is)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class EmbedderOutputs(dict):
+    """The features `PairzooEmbedder` returns: reading an output it does not give (`encode(...,
+    output_value="token_embeddings")`) is an `OutputValueError` naming `output_value` and what it can be."""
+
+    def __missing__(self, key: str) -> None:
+        raise OutputValueError(
+            f"`output_value={key!r}` is not an output of this model: it gives one conditioned `sentence_embedding` "
+            "per input, no per-token states; use output_value='sentence_embedding' (the default) or None (every "
+            "feature of each input)."
+        )
+
+
 class PairzooEmbedder(PairzooInputModule):
     """`SentenceTransformer` input module of CSR: `sentence_embedding` is the conditioned embedding of each sentence
-    under its condition, whose cosine similarity pairzoo maps onto its label scale."""
+    under its condition, whose cosine similarity pairzoo maps onto its label scale. The model gives no per-token
+    states: `encode(..., output_value="token_embeddings")` is an `OutputValueError` (see `EmbedderOutputs`)."""
 
     def forward(self, features: dict, **kwargs) -> dict:
+        features = EmbedderOutputs(features)
         features["sentence_embedding"] = self.model_outputs(features).embeddings
         return features
 

@@ -27,6 +27,8 @@ Because the tri-encoder's sentence pass below the first router layer does not se
 `encode_conditions`) and combined later (`embed`), running only the router layers onward per pair.
 """
 
+import hashlib
+import json
 import math
 from dataclasses import dataclass, field
 
@@ -129,6 +131,47 @@ class SentenceCache:
     def tensors(self) -> "dict[str, torch.Tensor]":
         """The tensors to serialise (see `pairzoo.csr_cache.save_cache`)."""
         return {"hidden_states": self.hidden_states, "attention_mask": self.attention_mask}
+
+
+def tokenizer_fingerprint(tokenizer) -> str:
+    """A sha256 (hex) of what turns a text into token ids, the same in every process and on every machine: the
+    tokenizer's class, its vocabulary (token -> id), its special tokens and their ids, whether special tokens in a
+    text are split, and, for a tokenizer with a `tokenizers` backend, its whole pipeline (normaliser, pre-tokenizer,
+    model, post-processor and added tokens, without the truncation and padding settings a call leaves behind); for
+    one without, the lower-casing, accent and prefix-space settings it has and its sentencepiece model. The caches
+    record it, so `CsrModel.embed` can refuse a sentence cache and a condition cache tokenised differently."""
+    vocab = tokenizer.get_vocab()
+    state = {
+        "class": type(tokenizer).__name__,
+        "vocab": sorted(vocab.items()),
+        "special_tokens": sorted(
+            (str(role), str(token), vocab.get(str(token))) for role, token in tokenizer.special_tokens_map.items()
+        ),
+        "split_special_tokens": getattr(tokenizer, "split_special_tokens", None),
+    }
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        pipeline = json.loads(backend.to_str())
+        pipeline.pop("truncation", None)
+        pipeline.pop("padding", None)
+        model = pipeline.get("model") or {}
+        for name, value in model.items():  # an empty prefix or suffix is written as "" or null alike
+            if value == "":
+                model[name] = None
+        state["pipeline"] = pipeline
+    else:
+        settings = ("do_lower_case", "strip_accents", "tokenize_chinese_chars", "add_prefix_space", "legacy")
+        state["settings"] = {name: getattr(tokenizer, name, tokenizer.init_kwargs.get(name)) for name in settings}
+        model = getattr(tokenizer, "sp_model", None)
+        if model is not None:
+            state["sentencepiece"] = hashlib.sha256(model.serialized_model_proto()).hexdigest()
+    return hashlib.sha256(json.dumps(state, sort_keys=True, default=str).encode("utf-8")).hexdigest()
+
+
+def _tokenizer_name(tokenizer) -> str:
+    """The tokenizer's class and, when it has one, the folder or Hub id it was loaded from."""
+    source = str(getattr(tokenizer, "name_or_path", "") or "")
+    return f"{type(tokenizer).__name__} {source!r}" if source else type(tokenizer).__name__
 
 
 @dataclass
@@ -608,8 +651,10 @@ class CsrModel(PairzooPreTrainedModel):
         position = torch.arange(1, values.numel() + 1, dtype=torch.float64)
         return f"{values.sum().item():.10e}/{(values * position).sum().item():.10e}"
 
-    def _cache_metadata(self, kind: str) -> "dict[str, str]":
-        return {
+    def _cache_metadata(self, kind: str, tokenizer=None) -> "dict[str, str]":
+        """What identifies the model that builds a `kind` cache and, given the `tokenizer` that read its texts, that
+        tokenizer (`tokenizer`: its class and source; `tokenizer_fingerprint`: see `tokenizer_fingerprint`)."""
+        metadata = {
             "kind": kind,
             "model_type": self.config.model_type,
             "backbone": str(getattr(self.config.backbone_config, "name_or_path", "") or ""),
@@ -619,6 +664,10 @@ class CsrModel(PairzooPreTrainedModel):
             "tri_head": self.config.tri_head,
             "pooling": self.config.pooling,
         }
+        if tokenizer is not None:
+            metadata["tokenizer"] = _tokenizer_name(tokenizer)
+            metadata["tokenizer_fingerprint"] = tokenizer_fingerprint(tokenizer)
+        return metadata
 
     def _check_cache(self, cache, kind: str, cls: type, expected: "dict[str, str]") -> None:
         if not isinstance(cache, cls):
@@ -637,6 +686,28 @@ class CsrModel(PairzooPreTrainedModel):
                     f"the {kind} cache was built by a different model: {what} {metadata.get(key)!r} != {value!r} of "
                     "this model; rebuild the cache with this model."
                 )
+        if not metadata.get("tokenizer_fingerprint"):
+            raise ValueError(
+                f"the {kind} cache records no tokenizer_fingerprint (it was built before caches recorded their "
+                f"tokenizer), so the tokenizer that read its texts cannot be checked; rebuild it with "
+                f"`encode_{kind}s`."
+            )
+
+    @staticmethod
+    def _check_same_tokenizer(sentences: SentenceCache, conditions: ConditionCache) -> None:
+        """A sentence cache and a condition cache whose texts different tokenizers read are a ValueError naming both
+        tokenizers (their ids would be read as the same vocabulary's: wrong embeddings, no error)."""
+        fingerprints = [cache.metadata["tokenizer_fingerprint"] for cache in (sentences, conditions)]
+        if fingerprints[0] != fingerprints[1]:
+            sources = [
+                f"{kind} cache by {cache.metadata.get('tokenizer', 'an unnamed tokenizer')} "
+                f"(tokenizer_fingerprint {fingerprint[:12]})"
+                for kind, cache, fingerprint in zip(("sentence", "condition"), (sentences, conditions), fingerprints)
+            ]
+            raise ValueError(
+                f"the sentence cache and the condition cache were tokenised by different tokenizers: {sources[0]}, "
+                f"{sources[1]}; encode both with the model's own tokenizer."
+            )
 
     def _require_tri(self) -> None:
         if self.config.architecture != "tri":
@@ -710,6 +781,7 @@ class CsrModel(PairzooPreTrainedModel):
         self._require_tri()
         texts = self._texts(texts, "texts")
         order, batches = self._length_sorted_batches(texts, tokenizer, max_length, batch_size)
+        metadata = self._cache_metadata("condition", tokenizer)
         queries, features = [], []
         for batch in batches:
             q, f = self._condition_side(
@@ -718,7 +790,7 @@ class CsrModel(PairzooPreTrainedModel):
             queries.append(q.contiguous())
             features.append(f)
         queries, features = (self._restore_order(order, torch.cat(t)) for t in (queries, features))
-        return ConditionCache(queries.contiguous(), features.contiguous(), self._cache_metadata("condition"))
+        return ConditionCache(queries.contiguous(), features.contiguous(), metadata)
 
     @torch.no_grad()
     def encode_sentences(
@@ -729,6 +801,7 @@ class CsrModel(PairzooPreTrainedModel):
         self._require_tri()
         texts = self._texts(texts, "texts")
         order, batches = self._length_sorted_batches(texts, tokenizer, max_length, batch_size)
+        metadata = self._cache_metadata("sentence", tokenizer)
         hidden, masks = [], []
         for batch in batches:
             mask = batch["attention_mask"].to(self.device)
@@ -738,18 +811,21 @@ class CsrModel(PairzooPreTrainedModel):
         hidden = torch.cat([nn.functional.pad(h, (0, 0, 0, width - h.shape[1])) for h in hidden])
         masks = torch.cat([nn.functional.pad(m, (0, width - m.shape[1])) for m in masks])
         hidden, masks = self._restore_order(order, hidden), self._restore_order(order, masks)
-        return SentenceCache(hidden.contiguous(), masks.contiguous(), self._cache_metadata("sentence"))
+        return SentenceCache(hidden.contiguous(), masks.contiguous(), metadata)
 
     @torch.no_grad()
     def embed(self, sentences: SentenceCache, conditions: ConditionCache, batch_size: int = 256) -> torch.Tensor:
         """Conditioned embeddings (num_sentences, num_conditions, hidden) of every (sentence, condition) pair.
 
-        Only the layers from the first router layer onward run, `batch_size` pairs at a time.
+        Only the layers from the first router layer onward run, `batch_size` pairs at a time. Caches built by another
+        model, read by different tokenizers (their `tokenizer_fingerprint`s differ) or recording no tokenizer (saved
+        before caches recorded it) are a ValueError naming what differs or is missing.
         """
         self._require_tri()
         expected = self._cache_metadata("sentence")
         self._check_cache(sentences, "sentence", SentenceCache, expected)
         self._check_cache(conditions, "condition", ConditionCache, {**expected, "kind": "condition"})
+        self._check_same_tokenizer(sentences, conditions)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"`batch_size` must be a positive integer, got {batch_size!r}.")
         n_s, n_c = len(sentences), len(conditions)
@@ -777,4 +853,4 @@ class CsrModel(PairzooPreTrainedModel):
         return out.view(n_s, n_c, -1)
 
 
-__all__ = ["ConditionCache", "CsrModel", "CsrOutput", "SentenceCache"]
+__all__ = ["ConditionCache", "CsrModel", "CsrOutput", "SentenceCache", "tokenizer_fingerprint"]

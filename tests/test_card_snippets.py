@@ -18,14 +18,17 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 from transformers import BertConfig, BertModel, pipeline, set_seed
 
 from pairzoo import create_model, load_tokenizer
 from pairzoo.backbones import minilm_path
-from pairzoo.hub_cards import export_model, load_export, run_without_pairzoo, verify_export
+from pairzoo.hub_cards import export_model, load_export, render_model_card, run_without_pairzoo, verify_export
 from pairzoo.hub_cards.export import backbone_name
 from pairzoo.hub_cards.push import checked_card
+from pairzoo.pipelines.pipeline_conditional_similarity import encode_bi_inputs, encode_tri_inputs
+from pairzoo.training.kg import KgArguments, KgContrastiveModel, run_kg
 
 REPO = Path(__file__).resolve().parents[1]
 ABSA = {0: "negative", 1: "neutral", 2: "positive"}
@@ -290,3 +293,130 @@ def test_no_file_of_an_export_holds_a_path_of_the_machine_that_wrote_it(tmp_path
     assert "| backbone | local-bert |" in (local / "README.md").read_text()
     assert backbone_name(load_export(minilm)[0]) == "minilm"  # a reloaded export still finds its benchmark runs
     assert load_export(local)[0].config.backbone_config._name_or_path == "local-bert"
+
+
+# --------------------------------------------------------------------------------------------- link prediction
+
+KG_TEXTS = {
+    "dog": "dog, a domesticated canine",
+    "cat": "cat, a small domesticated feline",
+    "animal": "animal, a living organism that moves",
+    "oak": "oak, a tree with acorns",
+    "tree": "tree, a tall woody plant",
+    "plant": "plant, a living organism without senses",
+}
+KG_TRAIN = [("dog", "_hypernym", "animal"), ("cat", "_hypernym", "animal"), ("oak", "_hypernym", "tree")]
+KG_TRAIN += [("tree", "_hypernym", "plant"), ("dog", "_similar_to", "cat")]
+
+_BLOCKS_SCRIPT = r"""
+import contextlib, io, json, sys, traceback
+
+results = []
+for i, code in enumerate(json.loads(sys.argv[1])):
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            exec(compile(code, f"<python block {i}>", "exec"), {"__name__": "__main__"})
+        results.append({"stdout": out.getvalue()})
+    except Exception:
+        results.append({"stdout": out.getvalue(), "error": traceback.format_exc()})
+assert "pairzoo" not in sys.modules
+print("PAIRZOO_RESULT " + json.dumps(results))
+"""
+
+
+@pytest.fixture(scope="module", params=["tri", "bi"])
+def kg_export(request, tmp_path_factory):
+    """A tiny CSR trained a few steps by `pairzoo.train_kg` on a hand-made graph: its architecture, export folder and
+    card, and what each python block of the card printed, run as written in a fresh process without pairzoo."""
+    root = tmp_path_factory.mktemp(f"kg-{request.param}")
+    graph = root / "graph"
+    graph.mkdir()
+    (graph / "entity2text.txt").write_text("".join(f"{e}\t{t}\n" for e, t in KG_TEXTS.items()))
+    (graph / "relation2text.txt").write_text("_hypernym\thypernym\n_similar_to\tsimilar to\n")
+    (graph / "train.tsv").write_text("".join("\t".join(t) + "\n" for t in KG_TRAIN))
+    (graph / "dev.tsv").write_text("cat\t_similar_to\tdog\n")
+    run_kg(
+        KgArguments(
+            backbone="tiny-bert",
+            config_overrides=json.dumps({"architecture": request.param}),
+            kg_dir=str(graph),
+            output_dir=str(root / "out"),
+            max_steps=2,
+            batch_size=4,
+            max_length=16,
+            logging_steps=1,
+            eval_batch_size=4,
+        )
+    )
+    folder = root / "out" / "export"
+    blocks = _python_blocks(folder / "README.md")
+    proc = run_without_pairzoo(_BLOCKS_SCRIPT, [json.dumps(blocks)], timeout=300, cwd=root)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("PAIRZOO_RESULT ")]
+    assert lines, proc.stderr[-4000:]
+    return request.param, folder, blocks, json.loads(lines[0][len("PAIRZOO_RESULT ") :])
+
+
+def test_a_link_prediction_card_describes_link_prediction(kg_export):
+    _, folder, _, _ = kg_export
+    card, front = (folder / "README.md").read_text(), _front(folder)
+    assert re.search(r"^# CSR \(condition-specified routers\): link prediction on tiny-bert$", card, re.MULTILINE)
+    assert "- **Task:** link prediction (knowledge-graph completion): it ranks candidate tail entities" in card
+    assert "link-prediction" in front["tags"] and "conditional-similarity" not in front["tags"]
+    (entry,) = front["model-index"][0]["results"]
+    assert entry["task"]["type"] == "link-prediction" and entry["dataset"]["name"] == "graph"
+    assert [m["type"] for m in entry["metrics"]] == ["mrr", "hits@1", "hits@3", "hits@10"]
+    for metric in ("mrr", "hits@1", "hits@3", "hits@10"):
+        assert f"| graph | validation | {metric} |" in card
+    assert "head entity's text embedded under the relation's text" in card
+    assert "python -m pairzoo.train_kg" in card and "python -m pairzoo.train --model" not in card
+    for conditional_similarity in ("The number of people.", "the predicted similarity", "two sentences judged"):
+        assert conditional_similarity not in card
+
+
+def test_a_link_prediction_cards_snippets_rank_tails_as_the_kg_evaluation_scores(kg_export):
+    architecture, folder, blocks, results = kg_export
+    assert [r.get("error") for r in results] == [None, None], results
+    printed = _printed({"cards": {"kg": results}}, "kg")
+    for block, values in zip(blocks, printed):
+        claims = _printed_claims(block)
+        assert len(values) == len(claims) > 0 and all(map(_fits, values, map(ast.literal_eval, claims)))
+    head, relation = ast.literal_eval(re.search(r"^head, relation = (.+)$", blocks[0], re.MULTILINE).group(1))
+    candidates = ast.literal_eval(re.search(r"^candidates = (.+)$", blocks[0], re.MULTILINE).group(1))
+    model, tokenizer = load_export(folder)
+    kg = KgContrastiveModel(model.eval())  # what `evaluate_kg` ranks with: (head | relation) queries, plain tails
+    encode = encode_tri_inputs if architecture == "tri" else encode_bi_inputs
+    with torch.no_grad():
+        query = kg.query_embeddings(encode(tokenizer, [head], None, [relation]))
+        tails = tokenizer(candidates, padding=True, truncation=True, return_tensors="pt")
+        expected = (query @ kg.entity_embeddings(tails["input_ids"], tails["attention_mask"]).T)[0].tolist()
+    (ranked, scores), (similarity,) = printed
+    order = sorted(range(len(candidates)), key=lambda i: -expected[i])
+    assert ranked == [candidates[i] for i in order] and scores == pytest.approx([expected[i] for i in order], abs=1e-4)
+    assert similarity == [pytest.approx(expected, abs=1e-4)]  # sentence-transformers gives the same scores
+
+
+def test_a_link_prediction_export_verifies_and_its_snippets_follow_a_push(kg_export):
+    _, folder, _, _ = kg_export
+    assert folder / "README.md" in verify_export(folder)
+    code = "".join(re.findall(r"^```python\n(.*?)^```$", checked_card(folder, "org/name"), re.DOTALL | re.MULTILINE))
+    loads = re.findall(r"(?:model=|SentenceTransformer\()(\"[^\"]*\")", code)
+    assert len(loads) == 2 and set(loads) == {'"org/name"'} and str(folder) not in code
+
+
+@pytest.mark.parametrize(
+    ("family", "metrics", "link_prediction"),
+    [
+        ("csr", {"mrr": 0.5, "hits@1": 0.25}, True),
+        ("csr", {"spearman": 0.5}, False),
+        ("cross-encoder", {"mrr": 0.5}, False),
+    ],
+)
+def test_only_ranking_results_of_a_model_with_plain_embeddings_make_a_link_prediction_card(
+    family, metrics, link_prediction
+):
+    model = create_model(family, backbone="tiny-bert")
+    card = render_model_card(model, [{"dataset": "wn18rr", "split": "validation", "metrics": metrics}], None, None,
+                             folder="export", versions={"python": "3"})  # fmt: skip
+    assert ("link prediction on tiny-bert" in card) == link_prediction
+    assert ("The number of people." in card) == (not link_prediction)  # the conditional-similarity example

@@ -37,7 +37,10 @@ PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
 # regression, see `similarity_loss_and_scores`; class scores for classification), so no sigmoid on top.
 CROSS_ENCODER_ACTIVATION = "torch.nn.modules.linear.Identity"
 _METRIC_TYPES = {"spearman": "spearmanr", "pearson": "pearsonr", "mse": "mse", "accuracy": "accuracy", "f1": "f1"}
-_METRIC_TYPES.update({name: name for name in ("mrr", "hits@1", "hits@3", "hits@10")})  # link prediction (WN18RR)
+RANKING_METRICS = ("mrr", "hits@1", "hits@3", "hits@10")  # link prediction (WN18RR, `pairzoo.train_kg`)
+_METRIC_TYPES.update({name: name for name in RANKING_METRICS})
+# The task kind a card names for a link-prediction export (its model trains on conditional similarity's inputs).
+LINK_PREDICTION = "link-prediction"
 # pairzoo data set name -> (Hub id, config) for the data sets that exist on the Hub; the others (SICK, SemEval ABSA,
 # WN18RR, the synthetic generator, local copies) are named in the card's body, never as a made-up Hub id.
 HUB_DATASETS = {
@@ -96,6 +99,16 @@ _EXAMPLE = {
 _PAIR_EXAMPLE = {"text": _EXAMPLE["sentence1"], "text_pair": _EXAMPLE["sentence2"]}
 # Conditional classification reads a sentence and a condition, no second sentence: an aspect, as in ABSA.
 _ASPECT_EXAMPLE = {"sentence1": "The pasta was wonderful but the service was slow.", "condition": "service"}
+# A link-prediction query and its candidate tails, in WN18RR's style (entity texts `name, definition`).
+_KG_EXAMPLE = {
+    "head": "dog, a member of the genus Canis that has been domesticated by man since prehistoric times",
+    "relation": "hypernym",
+    "candidates": [
+        "canine, any of various fissiped mammals with nonretractile claws",
+        "cat, feline mammal usually having thick soft fur and no ability to roar",
+        "oak, a deciduous tree of the genus Quercus",
+    ],
+}
 # What an export records of its card's inputs besides the weights (`card --results` re-renders the card from it).
 CARD_INPUTS_FILE = "pairzoo_card.json"
 # The bundled backbone's paper, cited in cards of models built on `minilm` (all-MiniLM-L6-v2 is a Sentence-BERT model).
@@ -348,6 +361,14 @@ def card_example(pipeline_task: str, task: str) -> dict:
     return _ASPECT_EXAMPLE if task == "conditional-classification" else _EXAMPLE
 
 
+def is_link_prediction(model: PreTrainedModel, eval_results: "list[dict]") -> bool:
+    """Whether an export is a link-prediction (knowledge-graph completion) model: one that embeds texts without a
+    condition (`embed_plain`, which the tails of its triples take) and whose recorded results are ranking metrics
+    (`RANKING_METRICS`: MRR, Hits@k), what `pairzoo.train_kg` records. Its card then describes link prediction."""
+    ranked = any(name.split("_", 1)[-1] in RANKING_METRICS for r in eval_results for name in r["metrics"])
+    return ranked and callable(getattr(model, "embed_plain", None))
+
+
 def _python_string(text: str) -> str:
     """`text` as a double-quoted Python string literal (a JSON string is one)."""
     return json.dumps(str(text), ensure_ascii=False)
@@ -378,7 +399,9 @@ def render_model_card(
     example input (`ModelSpec.entry_points`, `card_example`). `training` is the run's recipe (`check_training`; None:
     the card says it was not recorded). `versions` are the framework versions of the environment that wrote the
     export (default: `framework_versions()` now). `baseline` is the benchmark comparison against the baseline arm
-    (`pairzoo.hub_cards.results.baseline_comparison`; None: the card says none is attached)."""
+    (`pairzoo.hub_cards.results.baseline_comparison`; None: the card says none is attached). A link-prediction
+    export (`is_link_prediction`) gets a card on link prediction: the task, a usage snippet that ranks candidate tails
+    of a (head, relation) query, its limitations and its training command."""
     if not repo_id and folder is None:
         raise ValueError("a model card needs the `repo_id` or the export `folder` its usage snippets load from.")
     training = check_training(training)
@@ -389,7 +412,8 @@ def render_model_card(
         {**r, "metrics": {k: v for k, v in r["metrics"].items() if k.split("_", 1)[-1] in _METRIC_TYPES}}
         for r in check_eval_results(eval_results)
     ]
-    trained_task = task or spec.task
+    link_prediction = is_link_prediction(model, eval_results)
+    trained_task = LINK_PREDICTION if link_prediction else (task or spec.task)
     base_model = base_model or backbone_name(model)
     data = card_data(model, eval_results, base_model, trained_task, training)
     base = data.base_model or portable_backbone_name(base_model)
@@ -406,7 +430,17 @@ def render_model_card(
         notes.append(f"Evaluated on data sets without a Hub id here (read from local copies): {', '.join(local)}.")
     labels = [str(label) for label in (config.id2label or {}).values()]
     limitations = ["pairzoo's data sets and its MiniLM backbone are English; other languages are untested."]
-    if config.num_labels == 1:
+    if link_prediction:
+        score_phrase = None
+        limitations += [
+            "Scores are cosines in [-1, 1] of the query (the head entity under the relation) and a candidate tail "
+            "entity embedded without a condition: they rank the candidates of one query and are not probabilities. "
+            "The `conditional-similarity` pipeline's own score (both texts under the condition, on the label scale "
+            "of the config) is not what this model was trained to give.",
+            "It ranks only the candidates it is given, by their texts: to rank every entity of a graph, embed each "
+            "entity once (tails take no condition, so their embeddings serve every query).",
+        ]
+    elif config.num_labels == 1:
         range_sentence, score_phrase = score_range(spec, config)
         limitations.append(range_sentence)
     else:
@@ -414,7 +448,8 @@ def render_model_card(
         limitations.append(
             f"Predicts one of its {config.num_labels} training classes ({', '.join(labels)}), whatever the input."
         )
-    limitations.append(spec.limitation)
+    if not link_prediction:
+        limitations.append(spec.limitation)
     _, _, licence_notes = data_terms(card_data_sets(eval_results, training))
     host = getattr(config, spec.host_option, None) if spec.host_option else None  # a host network, cited too
     location = str(repo_id) if repo_id else os.fspath(folder)
@@ -447,6 +482,9 @@ def render_model_card(
         model_class=spec.auto_classes[auto_class].__name__,
         pipeline_task=pipeline_task,
         example=card_example(pipeline_task, trained_task),
+        link_prediction=link_prediction,
+        kg_example=_KG_EXAMPLE,
+        kg_claim=f"[{', '.join('...' for _ in _KG_EXAMPLE['candidates'])}]",  # one value per candidate
         results=eval_results,
         method_config=json.dumps(method_config, indent=2, default=str),
         notes=notes,

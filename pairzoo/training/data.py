@@ -511,21 +511,35 @@ def _load_shared(spec: DatasetSpec, data_dir: Path, split: "str | None", seed: i
 # --------------------------------------------------------------------------------------------- knowledge graph
 
 
-def _read_kg_texts(path: Path) -> "dict[str, str]":
+def _read_kg_texts(path: Path, distinct_texts: bool = False) -> "dict[str, str]":
     """`id -> text` of a WN18RR text file (`entity2text.txt`, `relation2text.txt`): one `id<TAB>text` row a line.
     An empty file, a row without exactly two fields (a tab inside the text), an empty id or text, and an id listed
-    twice (which would add a second candidate for one entity) are ValueErrors naming the file and line."""
+    twice (which would add a second candidate for one entity) are ValueErrors naming the file and line.
+
+    `distinct_texts` (relations): two ids whose texts are equal once runs of whitespace are collapsed are a
+    ValueError naming the file, both ids and the text. A relation is known to the model only by its text (the
+    condition) and its answers are grouped by that text, so two such relations would silently become one. Entities
+    are told apart by id, so entities sharing a text (common in real graphs) are allowed."""
     _, rows = _read_tsv(path, header=False, min_fields=2, max_fields=2)
     if not rows:
         raise ValueError(f"{str(path)!r} has no rows.")
     texts: dict[str, str] = {}
     lines: dict[str, int] = {}
+    owners: dict[str, str] = {}
     for number, (key, text) in enumerate(rows, start=1):
         if not key.strip() or not text.strip():
             raise ValueError(f"{str(path)!r} line {number}: the {'id' if not key.strip() else 'text'} is empty.")
         if key in texts:
             raise ValueError(f"{str(path)!r} line {number}: {key!r} is listed again (first on line {lines[key]}).")
+        normalised = " ".join(text.split())
+        if distinct_texts and normalised in owners:
+            first = owners[normalised]
+            raise ValueError(
+                f"{str(path)!r} line {number}: relations {first!r} (line {lines[first]}) and {key!r} have the same "
+                f"text {normalised!r}, so the model could not tell them apart; give each relation its own text."
+            )
         texts[key], lines[key] = text, number
+        owners.setdefault(normalised, key)
     return texts
 
 
@@ -565,11 +579,12 @@ def _load_wn18rr(data_dir: Path, split: "str | None") -> DatasetDict:
 
 def _load_kg_triples(folder: Path, name: str, split: "str | None") -> DatasetDict:
     """Triples `(head_id, head, relation, tail_id, tail)` of the splits that exist in `folder` (WN18RR layout),
-    errors naming the knowledge graph `name`. The text files are checked by `_read_kg_texts`; a split file needs
-    exactly three tab-separated fields a row (head id, relation id, tail id) naming listed entities and relations,
-    and an empty train or dev file is an error (an empty test file is held out); each error names the file and
-    line."""
-    entities, relations = (_read_kg_texts(folder / f) for f in WN18RR_TEXT_FILES)
+    errors naming the knowledge graph `name`. The text files are checked by `_read_kg_texts` (relation texts must
+    be distinct); a split file needs exactly three tab-separated fields a row (head id, relation id, tail id) naming
+    listed entities and relations, and an empty train or dev file is an error (an empty test file is held out); each
+    error names the file and line."""
+    entities = _read_kg_texts(folder / "entity2text.txt")
+    relations = _read_kg_texts(folder / "relation2text.txt", distinct_texts=True)
     files = WN18RR_SPLIT_FILES
     if split is not None and split not in files:
         raise ValueError(f"dataset {name!r} has no split {split!r}; it has {sorted(files)}.")
@@ -1053,7 +1068,8 @@ def _check_label_kinds(labels: "dict[str, list]", paths: "dict[str, Path]", colu
 @dataclass(frozen=True)
 class DataFiles:
     """Own data files read by `load_data_files`: their task kind, splits (pairzoo's schema of that kind), the class
-    names (classification) or the label range (regression), and the one line that states what was inferred."""
+    names (classification) or the label range (regression), and the summary: one line that states what was
+    inferred, and a warning line when validation or test rows repeat training rows (`_overlap_warning`)."""
 
     task: str
     splits: DatasetDict
@@ -1085,7 +1101,8 @@ def load_data_files(
     Checked like the shared data sets: every text has a visible character, every label is a number or a class name
     (not a mix), regression labels lie in the range, validation and test labels are classes of the training file,
     and each split has the training file's columns; errors name the file, row and column (a missing column the flag
-    that names it).
+    that names it). Validation or test rows that repeat a training row are not an error: the summary gets a warning
+    line counting them (`_overlap_warning`) and training goes on.
     """
     columns = {**{field: field for field in COLUMN_FLAGS}, **(columns or {})}
     unknown = sorted(set(files) - set(DATA_FILE_FLAGS))
@@ -1131,7 +1148,36 @@ def load_data_files(
     read = ", ".join(f"{field} <- {columns[field]!r}" for field in fields)
     rows = ", ".join(f"{len(data)} {split}" for split, data in splits.items())
     summary = f"--train_file {str(paths['train'])!r}: {task.replace('-', ' ')} ({read}); {label_text}; rows: {rows}."
-    return DataFiles(task, splits, label_names, label_range, summary)
+    overlap = _overlap_warning(texts, paths)
+    return DataFiles(task, splits, label_names, label_range, summary + (f"\n{overlap}" if overlap else ""))
+
+
+def _overlap_warning(texts: "dict[str, dict[str, list[str]]]", paths: "dict[str, Path]") -> str:
+    """One warning line on the validation and test rows whose texts (every text field read: the sentences and the
+    condition, exactly as read; labels aside) are those of a training row, '' when there are none. Such rows score
+    the model on inputs it was trained on and raise its dev metric; they are counted, not removed, and training goes
+    on (a warning, not an error: a shared row can be deliberate, and the user decides). A validation or test file
+    that is the training file itself is said to be so."""
+    fields = list(texts["train"])
+    named = fields[0] if len(fields) == 1 else f"{', '.join(fields[:-1])} and {fields[-1]}"
+    seen = set(zip(*(texts["train"][field] for field in fields)))
+    parts = []
+    for split in ("validation", "test"):
+        if split not in texts:
+            continue
+        rows = list(zip(*(texts[split][field] for field in fields)))
+        shared = sum(row in seen for row in rows)
+        flag = DATA_FILE_FLAGS[split]
+        if os.path.samefile(paths[split], paths["train"]):
+            parts.append(f"{flag} is the --train_file itself, so all {len(rows)} of its rows are training rows")
+        elif shared:
+            parts.append(f"{shared} of {len(rows)} {flag} rows have the {named} of a --train_file row")
+    if not parts:
+        return ""
+    return (
+        f"warning: {'; '.join(parts)}: metrics on them score inputs the model was trained on and overstate how it "
+        "does on unseen inputs; training goes on."
+    )
 
 
 # --------------------------------------------------------------------------------------------- entry point

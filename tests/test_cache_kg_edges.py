@@ -52,10 +52,6 @@ def test_duplicate_texts_and_every_batch_size_give_the_forward_embeddings_in_ord
     torch.testing.assert_close(cached[:, 0], cached[:, 2], atol=1e-6, rtol=0)
 
 
-def _sentence_file(path, hidden, mask, model):
-    save_file({"hidden_states": hidden, "attention_mask": mask}, str(path), metadata=model._cache_metadata("sentence"))
-
-
 @pytest.mark.parametrize(
     "case, match",
     [

@@ -526,8 +526,8 @@ def export_model(
     `CrossEncoder(folder, trust_remote_code=True)`, whose `predict` returns `logits` (config `sentence_transformers`:
     no activation): regression on [0, 1] (`label_min` -> 0, `label_max` -> 1; the pipelines give the label scale).
     For `input_format = "cross"` models the tokenizer is saved without `token_type_ids` among its model inputs, as
-    the model reads none; `CrossEncoder`'s `tokenizer(s1, s2)` then equals pairzoo's `[CLS] s1 SEP s2 SEP` for
-    WordPiece (BERT, MiniLM) tokenizers (RoBERTa's pair encoding has a second `</s>` pairzoo's lacks).
+    the model reads none; `CrossEncoder`'s `tokenizer(s1, s2)` then equals pairzoo's pair input, which is the
+    tokenizer's own pair template (`[CLS] s1 [SEP] s2 [SEP]` on BERT, `<s> s1 </s></s> s2 </s>` on RoBERTa).
 
     The folder is assembled under a temporary name and renamed into place, so a failure leaves nothing half-written;
     the folder and its files get a plain `mkdir`'s and `open`'s modes (0755/0644 under the usual umask), so other

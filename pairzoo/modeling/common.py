@@ -4,6 +4,8 @@ Hub exports inline this module into each exported modeling file, so it imports t
 library only.
 """
 
+import functools
+import inspect
 import os
 from dataclasses import dataclass
 
@@ -92,13 +94,20 @@ def check_input_values(inputs: dict, vocab_size: "int | None", num_labels: int =
         raise ValueError(f"`labels` must be class indices in [0, {num_labels}), got {labels.tolist()}.")
 
 
+@functools.cache
+def _forward_parameters(cls: type) -> "frozenset[str]":
+    """The argument names of a model class's forward."""
+    return frozenset(inspect.signature(cls.forward).parameters)
+
+
 def check_forward_inputs(module: nn.Module, args: tuple, kwargs: dict) -> None:
     """Reject malformed model inputs with a `ValueError` naming the field, before they fail deep inside the encoder
     (a silently broadcast label batch, say), with checks that read no tensor value, so no host-device
     synchronisation: every `input_ids*` tensor must be integer and 2-D, its `attention_mask*` of the same shape, and
-    `labels` and `mask_positions` one per row. With the environment variable `PAIRZOO_CHECK_INPUTS=1`, also the
-    model's value checks (`PairzooPreTrainedModel.check_inputs`, which otherwise run where inputs enter: collators
-    and pipelines).
+    `labels` and `mask_positions` one per row; `output_hidden_states` / `output_attentions` True on the config only
+    where the forward can return them (it takes the flag). With the environment variable `PAIRZOO_CHECK_INPUTS=1`,
+    also the model's value checks (`PairzooPreTrainedModel.check_inputs`, which otherwise run where inputs enter:
+    collators and pipelines).
 
     Registered as a forward pre-hook by `PairzooPreTrainedModel.post_init`.
     """
@@ -118,6 +127,12 @@ def check_forward_inputs(module: nn.Module, args: tuple, kwargs: dict) -> None:
         if isinstance(mask, torch.Tensor) and mask.shape != ids.shape:
             raise ValueError(f"`{mask_name}` has shape {tuple(mask.shape)} but `{name}` has {tuple(ids.shape)}.")
         batch_size = ids.shape[0] if batch_size is None else batch_size
+    for flag in ("output_hidden_states", "output_attentions"):
+        if getattr(module.config, flag, False) and flag not in _forward_parameters(type(module)):
+            raise ValueError(
+                f"`{flag}` is True on the config, but {type(module).__name__} has no per-layer "
+                f"{flag[len('output_') :]} to return (its forward takes no `{flag}`); set it to False."
+            )
     labels = inputs.get("labels")
     if isinstance(labels, torch.Tensor) and batch_size is not None:
         check_labels(labels, batch_size, getattr(module.config, "num_labels", 1))
@@ -178,11 +193,12 @@ class PairzooPreTrainedModel(PreTrainedModel):
     The forward of every pairzoo model follows one API: it is decorated with transformers' `can_return_tuple`, so
     `return_dict=False` (the argument, else `config.return_dict`) returns `output.to_tuple()`; it takes its inputs,
     `labels`, `output_hidden_states` / `output_attentions` where its encoder can return them (`hidden_states` is
-    always transformers' tuple of per-layer states) and `output_internals` (also return the method's own internals),
-    and nothing else: an unknown keyword is Python's TypeError naming it. Regression logits are `(batch_size, 1)`,
-    as in transformers' sequence classifiers, beside `scores` `(batch_size,)` on the label scale. Input checks that
-    read no tensor value run on every forward (`check_forward_inputs`); value checks (`check_inputs`) run where
-    inputs enter.
+    always transformers' tuple of per-layer states; None takes the config's flag, as in transformers, and a config
+    flag the forward cannot honour is a ValueError on the forward pass) and `output_internals` (also return the
+    method's own internals), and nothing else: an unknown keyword is Python's TypeError naming it. Regression
+    logits are `(batch_size, 1)`, as in transformers' sequence classifiers, beside `scores` `(batch_size,)` on the
+    label scale. Input checks that read no tensor value run on every forward (`check_forward_inputs`); value checks
+    (`check_inputs`) run where inputs enter.
     """
 
     base_model_prefix = "backbone"
@@ -198,6 +214,17 @@ class PairzooPreTrainedModel(PreTrainedModel):
         # a field set on the config after its construction gets the constructor's checks before anything is built
         config.validate()
         super().__init__(config, *inputs, **kwargs)
+
+    def output_flags(
+        self, output_hidden_states: "bool | None", output_attentions: "bool | None" = None
+    ) -> "tuple[bool, bool]":
+        """A forward's `output_hidden_states` and `output_attentions`, each the config's flag where the call gives None
+        (as transformers models read them: `from_pretrained(path, output_hidden_states=True)` sets the config's)."""
+        config = self.config
+        return (
+            bool(config.output_hidden_states if output_hidden_states is None else output_hidden_states),
+            bool(config.output_attentions if output_attentions is None else output_attentions),
+        )
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs) -> "PairzooPreTrainedModel":
@@ -261,6 +288,26 @@ class PairzooPreTrainedModel(PreTrainedModel):
         """Initialise weights (transformers) and install the input checks (`check_forward_inputs`)."""
         super().post_init()
         self.register_forward_pre_hook(check_forward_inputs, with_kwargs=True)
+
+    def resize_token_embeddings(
+        self, new_num_tokens: "int | None" = None, pad_to_multiple_of: "int | None" = None, mean_resizing: bool = True
+    ) -> nn.Embedding:
+        """transformers' `resize_token_embeddings` (e.g. to `len(tokenizer)` after `tokenizer.add_tokens`): resizes the
+        input embeddings (`get_input_embeddings()`, the backbone's) and returns them; new rows are initialised as
+        transformers does (`mean_resizing`). The new size is recorded where the model is rebuilt from, so
+        `save_pretrained` / `from_pretrained` keep it and the input checks accept the new ids: `vocab_size` of the
+        backbone config, and of the method config where it has that field (siamese-matcher); transformers would set
+        it on the method config, whose saved config.json then fails to load."""
+        embeddings = self._resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
+        if new_num_tokens is None and pad_to_multiple_of is None:
+            return embeddings
+        size = embeddings.num_embeddings
+        for config in (self.config.backbone_config, getattr(getattr(self, "backbone", None), "config", None)):
+            if config is not None:
+                config.vocab_size = size
+        if getattr(self.config, "vocab_size", None) is not None:
+            self.config.vocab_size = size
+        return embeddings
 
     def check_inputs(self, inputs: dict) -> None:
         """The value checks of `check_input_values` on model inputs `inputs` (keyword -> tensor) against this model's

@@ -9,6 +9,7 @@ projection. A new architecture is one `EncoderArchitecture` entry below plus its
 Hub exports inline this module into each exported modeling file, so it imports torch and transformers only.
 """
 
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -312,6 +313,42 @@ class EncoderStack:
         if index == 0 and convolution is not None:
             out = convolution(hidden, out, self.attention_mask)
         return out
+
+    def run_with_context(
+        self, index: int, hidden: torch.Tensor, change_context: "Callable[..., torch.Tensor]", *tensors: torch.Tensor
+    ) -> torch.Tensor:
+        """`run(index, hidden)` with the layer's attention context, the input of its output projection
+        (`output_projection`), replaced by `change_context(context, hidden, *tensors)`, through a forward pre-hook
+        held for this call only (ALBERT shares one layer across depths). `tensors` are the tensors it reads besides
+        the context and the layer input.
+
+        Under the layer's gradient checkpointing (`gradient_checkpointing_enable()`, in training with gradients on),
+        the hooked layer is checkpointed as one call of the layer's checkpoint function, its own checkpointing off
+        inside, so the recomputation in the backward pass runs the hook too (the layer's own checkpoint would
+        recompute it without the hook); `hidden` and `tensors` are that call's inputs, so reentrant checkpointing
+        differentiates them as well."""
+        layer = self.layers[index]
+        projection = output_projection(self.backbone, index)
+        self._layer_kwargs(index, hidden)  # prepared outside the checkpoint: later layers reuse what it computes
+        checkpointed = getattr(layer, "gradient_checkpointing", False) and layer.training and torch.is_grad_enabled()
+
+        def hooked(hidden: torch.Tensor, *tensors: torch.Tensor) -> torch.Tensor:
+            def hook(module: nn.Module, args: tuple) -> tuple:
+                return (change_context(args[0], hidden, *tensors), *args[1:])
+
+            handle = projection.register_forward_pre_hook(hook)
+            if checkpointed:
+                layer.gradient_checkpointing = False
+            try:
+                return self.run(index, hidden)
+            finally:
+                if checkpointed:
+                    layer.gradient_checkpointing = True
+                handle.remove()
+
+        if checkpointed:
+            return layer._gradient_checkpointing_func(hooked, hidden, *tensors)
+        return hooked(hidden, *tensors)
 
     def finish(self, hidden: torch.Tensor) -> torch.Tensor:
         """What follows the last layer: ModernBERT's final norm; nothing elsewhere."""

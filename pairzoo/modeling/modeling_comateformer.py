@@ -630,6 +630,7 @@ class ComateformerPreTrainedModel(PairzooPreTrainedModel):
         output_attentions: "bool | None",
         output_internals: bool,
     ) -> ComateformerModelOutput:
+        output_hidden_states, output_attentions = self.output_flags(output_hidden_states, output_attentions)
         segments = {}
         if token_type_ids is not None:  # DistilBERT, MPNet and ModernBERT take none
             segments["token_type_ids"] = token_type_ids

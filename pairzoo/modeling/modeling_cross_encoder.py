@@ -53,6 +53,7 @@ class CrossEncoderForConditionalSimilarity(PairzooPreTrainedModel):
         """
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
+        output_hidden_states, output_attentions = self.output_flags(output_hidden_states, output_attentions)
         outputs = self.backbone(
             input_ids=input_ids,
             attention_mask=attention_mask,

@@ -48,7 +48,6 @@ from .encoders import (
     head_shape,
     hidden_activation,
     hidden_dropout,
-    output_projection,
     position_ids_after,
     project,
 )
@@ -321,16 +320,20 @@ class CsrModel(PairzooPreTrainedModel):
         scores = torch.einsum("bd,bld->bl", query, keys) * self._scale()
         return _masked_softmax(scores, route.mask)
 
-    def _reference_attention(self, t: int, hidden: torch.Tensor, route: _Route) -> "tuple[torch.Tensor, torch.Tensor]":
+    def _reference_attention(
+        self, t: int, hidden: torch.Tensor, route: _Route, condition_states: torch.Tensor
+    ) -> "tuple[torch.Tensor, torch.Tensor]":
         """Layer `t`'s self-attention over the keys/values `[condition; sentence]` (`router="reference"`), with the
-        layer's own query/key/value projections and q . k scores (absolute-position backbones only).
+        layer's own query/key/value projections and q . k scores (absolute-position backbones only);
+        `condition_states` are the condition's last hidden states (`route.condition_states`, passed as the tensor
+        the layer call reads).
 
         Returns the context (B, L, d) and the head-averaged attention of the sentence's first token on the sentence
         tokens (B, L), both from the probabilities after attention dropout, as the reference code computes them."""
         backbone = self.config.backbone_config
         heads, size = head_shape(backbone)
         batch, length, _ = hidden.shape
-        memory = torch.cat([route.condition_states.to(hidden.dtype), hidden], dim=1)
+        memory = torch.cat([condition_states.to(hidden.dtype), hidden], dim=1)
 
         def split(x: torch.Tensor) -> torch.Tensor:
             return x.view(batch, x.shape[1], heads, size).transpose(1, 2)
@@ -341,41 +344,33 @@ class CsrModel(PairzooPreTrainedModel):
         probs = _masked_softmax(query @ keys.transpose(-1, -2) / math.sqrt(size), key_mask)
         probs = nn.functional.dropout(probs, attention_dropout(backbone), self.training)
         context = (probs @ values).transpose(1, 2).reshape(batch, length, heads * size)
-        return context, probs[:, :, 0, route.condition_states.shape[1] :].mean(1)
-
-    def _run_layer(self, stack: EncoderStack, t: int, hidden: torch.Tensor, change_context) -> torch.Tensor:
-        """Layer `t` through its own module, its attention context (the input of its output projection) replaced by
-        `change_context(context)`; the hook is held only for this call (ALBERT shares one layer across depths)."""
-
-        def hook(module: nn.Module, args: tuple) -> tuple:
-            return (change_context(args[0]), *args[1:])
-
-        handle = output_projection(self.backbone, t).register_forward_pre_hook(hook)
-        try:
-            return stack.run(t, hidden)
-        finally:
-            handle.remove()
+        return context, probs[:, :, 0, condition_states.shape[1] :].mean(1)
 
     def _router_layer(self, stack: EncoderStack, t: int, k: int, hidden: torch.Tensor, route: _Route) -> torch.Tensor:
-        """One encoder block with the router: the attention context is re-weighted before the output projection."""
-        reference = self.config.router == "reference"
-        weights = None if reference else self._router_weights(t, k, hidden, route)
+        """One encoder block with the router: the attention context is re-weighted before the output projection (the
+        layer runs through its own module, `EncoderStack.run_with_context`)."""
 
-        def reweight(context: torch.Tensor) -> torch.Tensor:
-            nonlocal weights
-            if reference:
-                context, weights = self._reference_attention(t, hidden, route)
+        def reweight(context: torch.Tensor, hidden: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
+            weights = source  # the router weights w_t, or with `router="reference"` the condition's states
+            if self.config.router == "reference":
+                context, weights = self._reference_attention(t, hidden, route, source)
             if self.config.weighting == "random":
                 weights = _masked_softmax(torch.randn_like(weights), route.mask)
             route.weights.append(weights)
             factor = weights if self.config.weighting == "only" else 1.0 + weights
             return context * factor.unsqueeze(-1).to(context.dtype)
 
-        return self._run_layer(stack, t, hidden, reweight)
+        if self.config.router == "reference":
+            return stack.run_with_context(t, hidden, reweight, route.condition_states)
+        return stack.run_with_context(t, hidden, reweight, self._router_weights(t, k, hidden, route))
 
     def _reference_layer(self, stack: EncoderStack, t: int, hidden: torch.Tensor, route: _Route) -> torch.Tensor:
         """A layer outside the router layers with `router="reference"`: it attends to `[condition; sentence]`."""
-        return self._run_layer(stack, t, hidden, lambda context: self._reference_attention(t, hidden, route)[0])
+
+        def attend(context: torch.Tensor, hidden: torch.Tensor, condition_states: torch.Tensor) -> torch.Tensor:
+            return self._reference_attention(t, hidden, route, condition_states)[0]
+
+        return stack.run_with_context(t, hidden, attend, route.condition_states)
 
     def _run_from(
         self,

@@ -282,7 +282,40 @@ class MaskedLMHead(nn.Module):
                 self.add_module(name, child)
         # lists, so that modules registered above are not registered a second time
         self._mlm = [mlm]
+        self._decoder_path = decoder_path
         self._tied_decoder = [kept] if isinstance(kept, _TiedDecoder) else []
+        self._untied_decoder = [] if self._tied_decoder else [kept]
+
+    @property
+    def untied_decoder(self) -> "nn.Linear | None":
+        """The decoder when it keeps its own weight (not tied to the input embeddings), else None."""
+        return self._untied_decoder[0] if self._untied_decoder else None
+
+    def replace_untied_decoder(self, decoder: nn.Linear) -> None:
+        """Put `decoder` in the untied decoder's place (transformers' `set_output_embeddings`)."""
+        parent, _, name = self._decoder_path.rpartition(".")
+        setattr(self._mlm[0].get_submodule(parent), name, decoder)
+        if not parent:  # a direct child of the masked-LM class is registered here too
+            setattr(self, name, decoder)
+        self._untied_decoder[:] = [decoder]
+
+    @torch.no_grad()
+    def resize_vocabulary(self, old_size: int, new_size: int) -> None:
+        """Give the head's vocabulary-sized biases (a tied decoder's output bias, a head's unused second bias)
+        `new_size` entries after the vocabulary changed from `old_size`: the first ones kept, new tokens zero (as
+        transformers pads a tied decoder's bias). The untied decoder is resized by `resize_token_embeddings` itself."""
+        resized: dict = {}
+        for module in self.modules():
+            if module is self.untied_decoder:
+                continue
+            for name, param in list(module._parameters.items()):
+                if param is None or param.dim() != 1 or param.shape[0] != old_size:
+                    continue
+                if id(param) not in resized:
+                    values = param.new_zeros(new_size)
+                    values[: min(old_size, new_size)] = param[: min(old_size, new_size)]
+                    resized[id(param)] = nn.Parameter(values, requires_grad=param.requires_grad)
+                module._parameters[name] = resized[id(param)]
 
     def forward(self, hidden: torch.Tensor, backbone: PreTrainedModel) -> torch.Tensor:
         """Vocabulary logits (..., V) of hidden states (..., d) of `backbone`."""
@@ -374,6 +407,34 @@ class NeighborAttentionForSequenceClassification(PairzooPreTrainedModel):
             param.requires_grad = mode == "full" or (mode == "bitfit" and name.endswith(".bias"))
         if self.lm_head is not None:
             self.lm_head.requires_grad_(False)
+
+    def get_output_embeddings(self) -> "nn.Linear | None":
+        """The MLM head's decoder where it keeps its own weight; None where [MASK] states are decoded through the
+        input embeddings (`get_input_embeddings()`): a decoder tied to them reads their current matrix at each call
+        and stores only its bias, and `token_decoder="input_embeddings"` uses the matrix alone."""
+        return None if self.lm_head is None else self.lm_head.untied_decoder
+
+    def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
+        """Replace the MLM head's untied decoder; a ValueError where there is none (`get_output_embeddings`)."""
+        if self.get_output_embeddings() is None:
+            raise ValueError(
+                "this model has no output embeddings of its own to set: its [MASK] states are decoded through the "
+                "input embeddings (set those with `set_input_embeddings`)."
+            )
+        self.lm_head.replace_untied_decoder(new_embeddings)
+
+    def resize_token_embeddings(
+        self, new_num_tokens: "int | None" = None, pad_to_multiple_of: "int | None" = None, mean_resizing: bool = True
+    ) -> nn.Embedding:
+        """`PairzooPreTrainedModel.resize_token_embeddings` with the MLM head kept consistent: a decoder tied to the
+        input embeddings reads the resized matrix, an untied one is resized with them (transformers' rule for output
+        embeddings), and the head's vocabulary-sized biases keep their entries, new tokens getting zero
+        (`MaskedLMHead.resize_vocabulary`). The resized parameters keep the head's `requires_grad` (frozen)."""
+        old_size = word_embeddings(self.backbone).num_embeddings
+        embeddings = super().resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
+        if self.lm_head is not None:
+            self.lm_head.resize_vocabulary(old_size, embeddings.num_embeddings)
+        return embeddings
 
     @classmethod
     def from_backbone(cls, name_or_path: str, **method_kwargs) -> "NeighborAttentionForSequenceClassification":
@@ -495,9 +556,9 @@ class NeighborAttentionForSequenceClassification(PairzooPreTrainedModel):
         `update`) the neighbour update m <- LN(f(MHA(Q m, K_b z, V_b z)) + m), z_i = [sg(h_i), sg(h_[MASK]), m_i]
         (pre-LN layouts: the module docstring's analogue).
 
-        The layer runs through its own module (`stack.run`); a forward pre-hook on its output projection replaces the
-        attention context ctx_s by (1 - alpha) ctx_s + alpha ctx_b (ctx_s for untouched tokens). r_i and z_i share
-        their rows, so K_b and V_b are applied once to sg(h) and to m and the results reused.
+        The layer runs through its own module (`stack.run_with_context`); a forward pre-hook on its output projection
+        replaces the attention context ctx_s by (1 - alpha) ctx_s + alpha ctx_b (ctx_s for untouched tokens). r_i and
+        z_i share their rows, so K_b and V_b are applied once to sg(h) and to m and the results reused.
         """
         backbone, alpha = self.backbone, self.config.alpha
         frozen = attention_input(backbone, index, hidden.detach())
@@ -510,19 +571,13 @@ class NeighborAttentionForSequenceClassification(PairzooPreTrainedModel):
             torch.cat([value_h, value_m], dim=2),
         ).squeeze(2)
 
-        def mix(module: nn.Module, args: tuple) -> tuple:
-            context_s = args[0]
+        def mix(context_s: torch.Tensor, hidden: torch.Tensor, context_b: torch.Tensor) -> torch.Tensor:
             mixed = (1 - alpha) * context_s + alpha * context_b
             if untouched is not None:
                 mixed = torch.where(untouched.unsqueeze(-1), context_s, mixed)
-            return (mixed, *args[1:])
+            return mixed
 
-        dense = output_projection(backbone, index)
-        handle = dense.register_forward_pre_hook(mix)
-        try:
-            new_hidden = stack.run(index, hidden)
-        finally:
-            handle.remove()
+        new_hidden = stack.run_with_context(index, hidden, mix, context_b)
         if not update:
             return new_hidden, None
         rows = torch.arange(hidden.shape[0], device=hidden.device)
@@ -533,6 +588,7 @@ class NeighborAttentionForSequenceClassification(PairzooPreTrainedModel):
             torch.cat([key_h, key_c, key_m], dim=2),
             torch.cat([value_h, value_c, value_m], dim=2),
         )
+        dense = output_projection(backbone, index)
         updated = nn.functional.dropout(dense(updated), hidden_dropout(backbone.config), self.training) + neighbors
         norm = attention_output_norm(backbone, index)
         return new_hidden, updated if norm is None else norm(updated)
@@ -586,7 +642,7 @@ class NeighborAttentionForSequenceClassification(PairzooPreTrainedModel):
         context = valid.clone()
         context[rows, mask_positions] = False
         hidden, neighbors, neighbor_ids = stack.embed(input_ids, token_type_ids), None, None
-        all_hidden = [hidden] if output_hidden_states else None
+        all_hidden = [hidden] if self.output_flags(output_hidden_states)[0] else None
         reg_m, reg_n = [], []
         untouched = None
         if self.training and self.neighbor_layers and config.untouched_fraction > 0:

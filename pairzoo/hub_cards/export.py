@@ -33,8 +33,9 @@ from .sentence_transformers_files import write_sentence_transformers_files
 
 WEIGHTS_FILE = "model.safetensors"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
-# sentence-transformers' `CrossEncoder` applies this to `logits`: they are already the prediction (on [0, 1] for
-# regression, see `similarity_loss_and_scores`; class scores for classification), so no sigmoid on top.
+# sentence-transformers' `CrossEncoder` applies this to the export module's `scores`: they are already what the
+# pipeline returns as `score` (a regressor's prediction on the label scale, a classifier's probabilities), so no
+# sigmoid on top (`sentence_transformers_modules.PairzooScorer`).
 CROSS_ENCODER_ACTIVATION = "torch.nn.modules.linear.Identity"
 _METRIC_TYPES = {"spearman": "spearmanr", "pearson": "pearsonr", "mse": "mse", "accuracy": "accuracy", "f1": "f1"}
 RANKING_METRICS = ("mrr", "hits@1", "hits@3", "hits@10")  # link prediction (WN18RR, `pairzoo.train_kg`)
@@ -523,8 +524,9 @@ def export_model(
     ValueError before anything is written): the card names the Auto class and pipeline for it
     (`ModelSpec.entry_points`).
     A model with an `AutoModelForSequenceClassification` entry also loads in sentence-transformers'
-    `CrossEncoder(folder, trust_remote_code=True)`, whose `predict` returns `logits` (config `sentence_transformers`:
-    no activation): regression on [0, 1] (`label_min` -> 0, `label_max` -> 1; the pipelines give the label scale).
+    `CrossEncoder(folder, trust_remote_code=True)`, whose `predict` returns what the pipelines return as `score`
+    (config `sentence_transformers`: no activation): a regressor's prediction on the label scale, a classifier's
+    probabilities in `id2label` order.
     For `input_format = "cross"` models the tokenizer is saved without `token_type_ids` among its model inputs, as
     the model reads none; `CrossEncoder`'s `tokenizer(s1, s2)` then equals pairzoo's pair input, which is the
     tokenizer's own pair template (`[CLS] s1 [SEP] s2 [SEP]` on BERT, `<s> s1 </s></s> s2 </s>` on RoBERTa).

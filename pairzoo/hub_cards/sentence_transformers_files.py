@@ -11,8 +11,15 @@
 The input module (`sentence_transformers_modules.py`, generated from the package file of that name) encodes inputs
 with the pipelines' own encoders, so the token ids are pairzoo's for every input format (which follow the tokenizer's
 own pair template: `<s> a </s></s> b </s>` on RoBERTa). Conditions: a model trained with a condition takes it as the
-last text of each input (`(sentence1, sentence2, condition)`; `(sentence1, condition)` for conditional
-classification) or once for all inputs as `prompt=`.
+last text of each input (`(sentence1, sentence2, condition)`, or `(sentence1, (sentence2, condition))` as the two
+columns of sentence-transformers' cross-encoder losses; `(sentence1, condition)` for conditional classification) or
+once for all inputs as `prompt=` (the trainers' `prompts=`).
+
+Fine-tuning with sentence-transformers' trainers keeps pairzoo's scale with the losses the module's docstring names:
+`MSELoss` on labels on the label scale for a `CrossEncoder` regressor (whose `BinaryCrossEntropyLoss`, the trainer's
+default, is a ValueError: it would train the scores toward another scale than the one they are read on), the default
+`CrossEntropyLoss` for a classifier (which gets the class logits), `CosineSimilarityLoss` on labels scaled to [0, 1]
+for CSR.
 
 `modules.json` and `config_sentence_transformers.json` are sentence-transformers' own formats;
 `sentence_bert_config.json` sets the module's `transformer_task` (the Auto class of the pipeline: `AutoModel` or

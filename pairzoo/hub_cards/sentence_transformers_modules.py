@@ -6,19 +6,64 @@ whose encoders it calls) and names one of its classes in `modules.json`; sentenc
 code. It imports torch, sentence-transformers and the export's sibling pipeline modules only, and is never imported
 by pairzoo itself.
 
-Each input is a tuple of the texts named by the module's `input_fields`, in that order. When the last field is the
-condition, it can instead be given once for every input as `prompt=` (`predict(pairs, prompt=condition)`,
-`rank(query, documents, prompt=condition)`, `encode(sentences, prompt=condition)`); the inputs then hold the other
-fields only.
+Each input is a tuple of the texts named by the module's `input_fields`, in that order; its last item may itself be
+a tuple of the remaining texts (`(sentence1, (sentence2, condition))`: the pair of columns sentence-transformers'
+cross-encoder losses pass). When the last field is the condition, it can instead be given once for every input as
+`prompt=` (`predict(pairs, prompt=condition)`, `rank(query, documents, prompt=condition)`,
+`encode(sentences, prompt=condition)`; in training, the trainer's `prompts=`); the inputs then hold the other fields
+only. A batch of lone texts where the model needs more is encoded text by text (sentence-transformers' training-data
+statistics count each column's tokens so) and refused by the forward pass.
+
+Fine-tuning keeps pairzoo's scale with these losses: a `CrossEncoder` regressor with `losses.MSELoss` and labels on
+the model's `label_min`-`label_max` scale (its scores are the predictions on that scale, read with no activation);
+`BinaryCrossEntropyLoss`, `CrossEncoderTrainer`'s default for one label, would train `sigmoid(scores)` toward [0, 1]
+and is a ValueError. A classifier with `CrossEntropyLoss` (the default), which gets the class logits (as does any
+loss in training mode). A `SentenceTransformer` (CSR) with `CosineSimilarityLoss` and labels
+`(label - label_min) / (label_max - label_min)`, as pairzoo trains it; ranking losses (CoSENT, or a cross-encoder's
+LambdaLoss, ListNet, ...) keep the order of the scores, not their scale.
 """
+
+import inspect
 
 import torch
 from sentence_transformers.base.modules import Transformer
+from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss
 
 from ..pipelines.pipeline_conditional_similarity import _INPUT_ENCODERS, check_max_length, default_max_length
 from ..pipelines.pipeline_pair_similarity import _PAIR_ENCODERS, encode_prompt_inputs
 
 CONDITION = "condition"
+# The feature that marks lone texts (`PairzooInputModule.preprocess`): the forward pass raises its message.
+INPUT_ERROR = "pairzoo_input_error"
+# The package of sentence-transformers' cross-encoder losses: `PairzooScorer` gives them what they train on.
+CROSS_ENCODER_LOSSES = "sentence_transformers.cross_encoder.losses"
+
+
+def input_texts(item: object) -> "list | None":
+    """The texts of one input: a lone text, or a tuple whose last item may be a tuple of the remaining texts; None
+    when `item` is neither a text nor a tuple."""
+    if isinstance(item, str):
+        return [item]
+    if not isinstance(item, (list, tuple)):
+        return None
+    if item and isinstance(item[-1], (list, tuple)):
+        return [*item[:-1], *item[-1]]
+    return list(item)
+
+
+def calling_loss() -> "torch.nn.Module | None":
+    """The sentence-transformers cross-encoder loss (`CROSS_ENCODER_LOSSES`, or a subclass of one) whose forward pass
+    runs the current one, found on the call stack (the losses call the model without saying which loss they are);
+    None outside such a loss (`predict`, `rank`, the evaluators)."""
+    frame = inspect.currentframe()
+    while frame is not None:
+        owner = frame.f_locals.get("self") if frame.f_code.co_name == "forward" else None
+        if isinstance(owner, torch.nn.Module) and any(
+            cls.__module__.startswith(CROSS_ENCODER_LOSSES) for cls in type(owner).__mro__
+        ):
+            return owner
+        frame = frame.f_back
+    return None
 
 
 class PairzooInputModule(Transformer):
@@ -41,6 +86,13 @@ class PairzooInputModule(Transformer):
         self.input_fields = list(input_fields)
         super().__init__(model_name_or_path, **kwargs)
 
+    def _input_error(self, index: int, item: object, prompt: "str | None") -> str:
+        """The message of input `index`, `item`, not having the texts the model reads (with `prompt` or without)."""
+        fields = self.input_fields
+        expected = fields[:-1] if prompt is not None else fields
+        how = "" if prompt is not None or fields[-1] != CONDITION else " (or pass the condition once as `prompt=`)"
+        return f"input {index} must be a tuple of {len(expected)} texts ({', '.join(expected)}){how}, got {item!r}."
+
     def _columns(self, inputs: list, prompt: "str | None") -> "dict[str, list[str]]":
         """The texts of `inputs` per field; the condition from `prompt` when given. Wrong shapes are a ValueError."""
         fields = self.input_fields
@@ -48,18 +100,24 @@ class PairzooInputModule(Transformer):
             raise ValueError(
                 f"this model reads no condition (its inputs are ({', '.join(fields)})): do not pass `prompt`."
             )
-        expected = fields[:-1] if prompt is not None else fields
-        how = "" if prompt is not None or fields[-1] != CONDITION else " (or pass the condition once as `prompt=`)"
+        expected = len(fields) - (prompt is not None)
         columns: dict[str, list[str]] = {field: [] for field in fields}
         for i, item in enumerate(inputs):
-            texts = [item] if isinstance(item, str) else item
-            if not isinstance(texts, (list, tuple)) or len(texts) != len(expected):
-                raise ValueError(
-                    f"input {i} must be a tuple of {len(expected)} texts ({', '.join(expected)}){how}, got {item!r}."
-                )
+            texts = input_texts(item)
+            if texts is None or len(texts) != expected:
+                raise ValueError(self._input_error(i, item, prompt))
             for field, text in zip(fields, [*texts, prompt] if prompt is not None else texts):
                 columns[field].append(text)
         return columns
+
+    def _length(self, max_length: "int | None", name: str) -> int:
+        """`max_length`, checked against the backbone's positions (a ValueError naming `name`), or by default the
+        pipeline's, `default_max_length` of the tokenizer and the backbone."""
+        backbone_config = getattr(self.model.config, "backbone_config", None) or self.model.config
+        if max_length is None:
+            return default_max_length(self.tokenizer, backbone_config)
+        check_max_length(max_length, backbone_config, name)
+        return max_length
 
     def encode_texts(
         self, columns: "dict[str, list[str]]", max_length: "int | None" = None, name: str = "max_length"
@@ -67,11 +125,7 @@ class PairzooInputModule(Transformer):
         """Model inputs of one batch, as pairzoo's pipeline `pipeline_task` encodes it for the model's input format
         (`max_length`: by default the pipeline's, `default_max_length` of the tokenizer and the backbone; a length
         the backbone's positions cannot hold is a ValueError naming `name`, as in the pipeline)."""
-        backbone_config = getattr(self.model.config, "backbone_config", None) or self.model.config
-        if max_length is None:
-            max_length = default_max_length(self.tokenizer, backbone_config)
-        else:
-            check_max_length(max_length, backbone_config, name)
+        max_length = self._length(max_length, name)
         input_format = getattr(self.model, "input_format", "cross")
         if self.pipeline_task == "pair-similarity":
             text, text_pair = columns["text"], columns["text_pair"]
@@ -119,12 +173,28 @@ class PairzooInputModule(Transformer):
         if not inputs:
             return {}
         max_length, name = self._max_length(processing_kwargs, kwargs)
-        features = dict(self.encode_texts(self._columns(list(inputs), prompt), max_length=max_length, name=name))
+        inputs = list(inputs)
+        if prompt is None and len(self.input_fields) > 1 and all(isinstance(item, str) for item in inputs):
+            return self._lone_texts(inputs, max_length, name)
+        features = dict(self.encode_texts(self._columns(inputs, prompt), max_length=max_length, name=name))
         self.model.check_inputs(features)
         return features
 
+    def _lone_texts(self, texts: "list[str]", max_length: "int | None", name: str) -> dict:
+        """Lone texts where the model reads more: each encoded alone by the tokenizer (what sentence-transformers'
+        training-data statistics count), with the `INPUT_ERROR` the forward pass raises on them."""
+        max_length = self._length(max_length, name)
+        features = dict(
+            self.tokenizer(texts, truncation=True, max_length=max_length, padding=True, return_tensors="pt")
+        )
+        features[INPUT_ERROR] = self._input_error(0, texts[0], None)
+        return features
+
     def model_outputs(self, features: dict) -> object:
-        """The wrapped model's outputs on the encoded inputs of `features`."""
+        """The wrapped model's outputs on the encoded inputs of `features`; lone texts (`INPUT_ERROR`) are a
+        ValueError."""
+        if INPUT_ERROR in features:
+            raise ValueError(features[INPUT_ERROR])
         return self.model(**{key: value for key, value in features.items() if isinstance(value, torch.Tensor)})
 
 
@@ -132,15 +202,32 @@ class PairzooScorer(PairzooInputModule):
     """`CrossEncoder` input module: `scores` is what pairzoo's pipeline returns as `score` for regression models (the
     prediction on the label scale, `label_min` to `label_max`), and the softmax class probabilities, in `id2label`
     order, for classification models (already probabilities: `apply_softmax=True` would apply a second softmax). The
-    export sets the CrossEncoder activation to the identity."""
+    export sets the CrossEncoder activation to the identity.
+
+    Inside a sentence-transformers cross-encoder loss (`calling_loss`), or in training mode (a loss of the user's
+    own; `predict` runs in evaluation mode), a classifier's `scores` are its class logits, which `CrossEntropyLoss`
+    expects (it applies the softmax itself); a regressor's stay on the label scale, which
+    `MSELoss` compares with labels on that scale, and `BinaryCrossEntropyLoss` is a ValueError: it reads `scores` as
+    logits of [0, 1] labels, and would silently train the model toward another scale than the one it is read on."""
 
     def forward(self, features: dict, **kwargs) -> dict:
+        loss = calling_loss()
+        config = self.model.config
+        if config.num_labels == 1 and isinstance(loss, BinaryCrossEntropyLoss):
+            scale = f"{config.label_min:g}-{config.label_max:g}"
+            raise ValueError(
+                f"{type(loss).__name__} (CrossEncoderTrainer's default for one label) trains sigmoid(scores) toward "
+                f"labels in [0, 1], but this model's scores are its predictions on the {scale} label scale, read with "
+                f"no activation: train with `losses.MSELoss(model)` and labels on the {scale} scale."
+            )
         outputs = self.model_outputs(features)
         scores = getattr(outputs, "scores", None)
-        if scores is None:
-            features["scores"] = outputs.logits.float().softmax(-1)
-        else:
+        if scores is not None:
             features["scores"] = scores.reshape(len(outputs.logits))
+        elif loss is not None or self.training:
+            features["scores"] = outputs.logits
+        else:
+            features["scores"] = outputs.logits.float().softmax(-1)
         return features
 
     def get_config_dict(self) -> dict:

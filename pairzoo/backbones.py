@@ -21,6 +21,7 @@ encoder-decoder (T5, BART), a pairzoo export and, for pretrained weights, a fold
 naming `backbone` and saying why (`backbone_config`, `check_encoder_config`, `check_backbone_weights`).
 """
 
+import copy
 import functools
 import importlib.metadata
 import json
@@ -325,8 +326,8 @@ def load_tokenizer(backbone: str = DEFAULT_BACKBONE):
     (a folder without tokenizer files) is a ValueError naming `backbone`."""
     if backbone == "tiny-bert":
         return AutoTokenizer.from_pretrained(minilm_path())
-    if backbone in _TINY_TOKENIZERS:
-        return _TINY_TOKENIZERS[backbone]()
+    if backbone in _TINY_TOKENIZERS:  # built once, a copy each call: `add_tokens` on one changes no other
+        return copy.deepcopy(_TINY_TOKENIZERS[backbone]())
     path = resolve_backbone(backbone)
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)

@@ -128,12 +128,12 @@ def _digest(tokenizer) -> str:
 @pytest.mark.parametrize("name", TINY_ARCHITECTURES)
 def test_tokenizer_is_cached_and_rebuilt_identically(name):
     """A second build gives the same tokenizer (the `tokenizers` trainers iterate hash maps whose order changes from
-    one map to the next, so an order-dependent vocabulary shows here)."""
+    one map to the next, so an order-dependent vocabulary shows here); each load is a copy of the cached build."""
     tokenizer = load_tokenizer(name)
     if name == "tiny-bert":  # MiniLM's tokenizer, read from its folder on each call
         rebuilt = load_tokenizer(name)
     else:
-        assert load_tokenizer(name) is tokenizer
+        assert load_tokenizer(name) is not tokenizer and _TINY_TOKENIZERS[name]() is _TINY_TOKENIZERS[name]()
         rebuilt = _TINY_TOKENIZERS[name].__wrapped__()  # built again, past the cache
         assert rebuilt is not tokenizer
     assert rebuilt.get_vocab() == tokenizer.get_vocab()
@@ -192,3 +192,13 @@ def test_modernbert_runs_a_global_and_a_local_attention_layer():
         wide_out = wide(**encoded, output_hidden_states=True).hidden_states
     torch.testing.assert_close(narrow_out[1], wide_out[1])
     assert (narrow_out[2] - wide_out[2]).abs().max() > 1e-4
+
+
+@pytest.mark.parametrize("name", sorted(set(TINY_BACKBONES) - {"tiny-bert"}))
+def test_tokens_added_to_a_loaded_tokenizer_reach_no_other_load(name):
+    tokenizer = load_tokenizer(name)
+    size = len(tokenizer)
+    tokenizer.add_tokens(["<pairzoo-new-token>"])
+    assert len(tokenizer) == size + 1
+    again = load_tokenizer(name)
+    assert len(again) == size and "<pairzoo-new-token>" not in again.get_vocab()

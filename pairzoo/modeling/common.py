@@ -289,6 +289,22 @@ class PairzooPreTrainedModel(PreTrainedModel):
         super().post_init()
         self.register_forward_pre_hook(check_forward_inputs, with_kwargs=True)
 
+    def _set_gradient_checkpointing(self, enable: bool = True, **kwargs) -> None:
+        """transformers' switch behind `gradient_checkpointing_enable()` / `activation_checkpointing_enable()`, with
+        an error naming the backbone where its architecture has no checkpointing in transformers (MPNet, ALBERT)
+        instead of transformers' message naming the pairzoo class."""
+        backbone = getattr(self, "backbone", None)
+        if (
+            enable
+            and isinstance(backbone, PreTrainedModel)
+            and not any(hasattr(module, "gradient_checkpointing") for module in backbone.modules())
+        ):
+            raise ValueError(
+                f"gradient checkpointing: the {backbone.config.model_type} backbone ({type(backbone).__name__}) has "
+                "no gradient checkpointing in transformers; train without it."
+            )
+        super()._set_gradient_checkpointing(enable, **kwargs)
+
     def resize_token_embeddings(
         self, new_num_tokens: "int | None" = None, pad_to_multiple_of: "int | None" = None, mean_resizing: bool = True
     ) -> nn.Embedding:

@@ -4,10 +4,13 @@ The same `encode_conditional_inputs` serves training (collators) and inference (
 token sequences. Hub exports ship this file as-is: it imports torch and transformers only.
 """
 
+from collections.abc import Callable, Sized
 from typing import Any
 
 import torch
+from torch.utils.data import DataLoader, Dataset
 from transformers import Pipeline
+from transformers.pipelines.pt_utils import PipelineDataset, PipelineIterator
 from transformers.utils import logging
 
 from ..configuration.common import check_max_length, closest_name, max_sequence_length
@@ -393,6 +396,26 @@ def unknown_only_segments(
     return ((tokens > 0) & (unknowns == tokens))[:, :count]
 
 
+def collate_right_padded(pad_id: int) -> "Callable[[list[dict[str, torch.Tensor]]], dict[str, torch.Tensor]]":
+    """A collate function for batches of encoded inputs (dicts of tensors of batch size 1, the same keys each):
+    `(1, length)` tensors are padded on the right to the longest, with `pad_id` for `input_ids*` keys and 0 for the
+    others (masks, token types), the layout of every pairzoo encoding; other tensors (neighbor attention's
+    `mask_positions`) are concatenated."""
+
+    def collate(items: "list[dict[str, torch.Tensor]]") -> "dict[str, torch.Tensor]":
+        batch = {}
+        for key in items[0]:
+            tensors = [item[key] for item in items]
+            if tensors[0].dim() == 2:
+                width = max(t.shape[1] for t in tensors)
+                value = pad_id if key.startswith("input_ids") else 0
+                tensors = [torch.nn.functional.pad(t, (0, width - t.shape[1]), value=value) for t in tensors]
+            batch[key] = torch.cat(tensors)
+        return batch
+
+    return collate
+
+
 class ScoringPipeline(Pipeline):
     """What pairzoo's pipelines share: options, the forward pass, label-scale scores or labels, and length-sorted
     batching. Subclasses define `check_example`, `encode` (a list of input dicts to one batch of model inputs),
@@ -404,10 +427,17 @@ class ScoringPipeline(Pipeline):
     unknown token (only emoji, say, for a WordPiece tokenizer) is scored without a word of it: each call over a dict
     or a list logs one warning naming the field and how many inputs it affects.
 
-    With `batch_size` > 1 a list of inputs is sorted by length (`input_length`, longest first) and cut into batches
-    of inputs with the same `batch_key` (the same fields given); each batch is encoded with one tokenizer call, scored
+    A list of inputs is sorted by length (`input_length`, longest first) and cut into batches of `batch_size` (default
+    1) inputs with the same `batch_key` (the same fields given); each batch is encoded with one tokenizer call, scored
     with one forward pass, and the outputs are returned in the input order. This is what sentence-transformers'
-    `CrossEncoder.predict` does; transformers' per-example preprocessing, collation and postprocessing is slower.
+    `CrossEncoder.predict` does; transformers' per-example preprocessing, collation and postprocessing is slower. An
+    input that cannot be encoded (a condition longer than `max_length`) is an error naming its position.
+    Streamed inputs (a generator, a torch `Dataset` such as transformers' `KeyDataset`) go through transformers'
+    iterator, in batches padded on the right (`collate_right_padded`) whatever the tokenizer's `padding_side`, encoded
+    by `num_workers` DataLoader workers (a list is encoded in the calling process).
+
+    `dtype` (a floating-point torch dtype or its name) is honoured for a model passed as an object too: the model is
+    cast to it in place, as transformers moves it to `device`, where transformers would drop it silently.
     """
 
     _load_tokenizer = True
@@ -420,11 +450,34 @@ class ScoringPipeline(Pipeline):
     text_fields: "tuple[str, ...]" = ()  # the input keys holding texts, in the order messages name them
     _unknown_only: "dict[str, int] | None" = None  # per field, inputs of the current call that encode to only unknowns
 
-    def __call__(self, inputs: "dict | list[dict]", *args, **kwargs) -> "dict | list[dict]":
-        """Score one example (a dict) or a list of them; `max_length` (optional) caps each encoded input,
-        `batch_size` (optional) batches a list, longest inputs first, outputs in the input order."""
+    def __init__(self, *args: Any, dtype: Any = "auto", **kwargs: Any) -> None:
+        """transformers' `Pipeline`, with the model cast to `dtype` unless it is "auto" or None; any other value
+        than a floating-point torch dtype or its name is a ValueError naming `dtype`."""
+        if dtype is not None and not (isinstance(dtype, str) and dtype == "auto"):
+            resolved = getattr(torch, dtype, None) if isinstance(dtype, str) else dtype
+            if not isinstance(resolved, torch.dtype) or not resolved.is_floating_point:
+                raise ValueError(f"`dtype` must be a floating-point torch dtype, its name or 'auto', got {dtype!r}.")
+            dtype = resolved
+        super().__init__(*args, **kwargs)
+        if isinstance(dtype, torch.dtype) and self.model.dtype != dtype:
+            self.model.to(dtype)
+
+    def __call__(self, inputs: "dict | list[dict] | None" = None, *args, **kwargs) -> "dict | list[dict]":
+        """Score one example (a dict, or its texts as keyword arguments: `scorer(sentence1=..., condition=...)`) or
+        many (a list, a generator, a torch `Dataset`); `max_length` (optional) caps each encoded input, `batch_size`
+        (optional) batches a list, longest inputs first, outputs in the input order."""
         if args:
             raise ValueError(f"unexpected positional arguments {list(args)}; pass options by name (`max_length=`).")
+        texts = {field: kwargs.pop(field) for field in self.text_fields if field in kwargs}
+        if texts:
+            if inputs is not None:
+                raise ValueError(
+                    f"`{next(iter(texts))}` is given as a keyword argument next to `inputs`: give each input's texts "
+                    "in its dict, or all of one input's texts as keyword arguments."
+                )
+            inputs = texts
+        if isinstance(inputs, Dataset) and isinstance(inputs, Sized) and len(inputs) == 0:
+            raise ValueError("`inputs` is an empty dataset: give at least one input.")
         if isinstance(inputs, (list, tuple)):
             if not inputs:
                 raise ValueError("`inputs` is an empty list: give a dict or a non-empty list of dicts.")
@@ -437,9 +490,12 @@ class ScoringPipeline(Pipeline):
         batch_size = next((b for b in (kwargs.get("batch_size"), self._batch_size) if b is not None), 1)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"`batch_size` must be a positive integer, got {batch_size!r}.")
+        workers = next((w for w in (kwargs.get("num_workers"), self._num_workers) if w is not None), 0)
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
+            raise ValueError(f"`num_workers` must be a non-negative integer, got {workers!r}.")
         self._unknown_only = {}
         try:
-            if not isinstance(inputs, list) or batch_size == 1:
+            if not isinstance(inputs, list):
                 outputs = super().__call__(inputs, **kwargs)
             else:
                 outputs = self._score_sorted_batches(inputs, batch_size, kwargs)
@@ -461,11 +517,44 @@ class ScoringPipeline(Pipeline):
         for indices in groups.values():
             for start in range(0, len(indices), batch_size):
                 chunk = indices[start : start + batch_size]
-                model_inputs = self._encode_checked([inputs[i] for i in chunk], **preprocess_params)
+                try:
+                    model_inputs = self._encode_checked([inputs[i] for i in chunk], **preprocess_params)
+                except ValueError:  # name the input that fails (the message's index is its place in the batch)
+                    for i in sorted(chunk):
+                        try:
+                            self._encode_checked([inputs[i]], **preprocess_params)
+                        except ValueError as err:
+                            raise ValueError(f"input {i} of {len(inputs)}: {err}") from err
+                    raise
                 outputs = self.forward(model_inputs, **forward_params)
                 for i, result in zip(chunk, self.postprocess_batch(outputs)):
                     restored[i] = result
         return restored
+
+    def get_iterator(
+        self,
+        inputs: Any,
+        num_workers: int,
+        batch_size: int,
+        preprocess_params: dict,
+        forward_params: dict,
+        postprocess_params: dict,
+    ) -> PipelineIterator:
+        """transformers' iterator over inputs encoded one by one, its batches (`batch_size` > 1) collated by
+        `collate_right_padded`: transformers' collation pads on the tokenizer's `padding_side`, and left padding
+        would move each shorter input's tokens (positions, neighbor attention's [MASK]) and change its score."""
+        if batch_size == 1:
+            return super().get_iterator(
+                inputs, num_workers, batch_size, preprocess_params, forward_params, postprocess_params
+            )
+        if isinstance(inputs, Sized):
+            dataset = PipelineDataset(inputs, self.preprocess, preprocess_params)
+        else:  # an iterable cannot be split between workers (transformers' own rule)
+            dataset, num_workers = PipelineIterator(inputs, self.preprocess, preprocess_params), min(num_workers, 1)
+        collate = collate_right_padded(self.tokenizer.pad_token_id or 0)
+        loader = DataLoader(dataset, num_workers=num_workers, batch_size=batch_size, collate_fn=collate)
+        model_iterator = PipelineIterator(loader, self.forward, forward_params, loader_batch_size=batch_size)
+        return PipelineIterator(model_iterator, self.postprocess, postprocess_params)
 
     def _warn_unknown_only(self, total: int) -> None:
         counts = self._unknown_only or {}

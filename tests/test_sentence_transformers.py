@@ -131,16 +131,22 @@ def _calls(case: str) -> list:
     return calls
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    """case -> (model, tokenizer, export folder), and the fresh process's results for every case."""
-    root = tmp_path_factory.mktemp("st")
+def build_exports(cases: dict, root) -> dict:
+    """case -> (model, tokenizer, export folder under `root`) of each `(family, backbone, overrides, task)` case,
+    each model built at seed 0 in evaluation mode."""
     built = {}
-    for case, (family, backbone, overrides, task) in CASES.items():
+    for case, (family, backbone, overrides, task) in cases.items():
         set_seed(0)
         model = create_model(family, backbone=backbone, **overrides).eval()
         tokenizer = load_tokenizer(backbone)
         built[case] = (model, tokenizer, export_model(model, tokenizer, root / case, task=task))
+    return built
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """case -> (model, tokenizer, export folder), and the fresh process's results for every case."""
+    built = build_exports(CASES, tmp_path_factory.mktemp("st"))
     jobs = {
         case: {
             "folder": str(folder),

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import pipeline, set_seed
+from test_sentence_transformers import build_exports
+from transformers import pipeline
 
-from pairzoo import create_model, load_tokenizer
-from pairzoo.hub_cards import export_model, run_without_pairzoo
+from pairzoo.hub_cards import run_without_pairzoo
 
 ATOL = 1e-5
 LABELS = {0: "entailment", 1: "neutral", 2: "contradiction"}
@@ -107,12 +107,7 @@ print("PAIRZOO_RESULT " + json.dumps(results))
 def built(tmp_path_factory):
     """case -> (model, tokenizer, export folder), the folders the fresh process saved to, and its results."""
     root = tmp_path_factory.mktemp("st-edges")
-    built = {}
-    for case, (family, backbone, overrides, task) in CASES.items():
-        set_seed(0)
-        model = create_model(family, backbone=backbone, **overrides).eval()
-        tokenizer = load_tokenizer(backbone)
-        built[case] = (model, tokenizer, export_model(model, tokenizer, root / case, task=task))
+    built = build_exports(CASES, root)
     folders = {case: str(folder) for case, (_, _, folder) in built.items()}
     saved = {case: str(root / f"saved-{case}") for case in CASES}
     proc = run_without_pairzoo(

@@ -17,12 +17,10 @@ import math
 
 import pytest
 import torch
-from test_sentence_transformers import ATOL, CASES, CONDITIONS, LABELS, S1, S2, _value
+from test_sentence_transformers import ATOL, CASES, CONDITIONS, LABELS, S1, S2, _value, build_exports
 from test_sentence_transformers_edges import _close, _error
-from transformers import set_seed
 
-from pairzoo import create_model, load_tokenizer
-from pairzoo.hub_cards import export_model, run_without_pairzoo
+from pairzoo.hub_cards import run_without_pairzoo
 
 REGRESSION_LABELS = [4.5, 1.0, 3.0]
 CLASS_LABELS = [0, 1, 2]
@@ -212,11 +210,7 @@ print("PAIRZOO_RESULT " + json.dumps(results))
 def trained(tmp_path_factory):
     """case -> (model, export folder), and the fresh process's results."""
     root = tmp_path_factory.mktemp("st-training")
-    built = {}
-    for case, (family, backbone, overrides, task) in EXPORTS.items():
-        set_seed(0)
-        model = create_model(family, backbone=backbone, **overrides).eval()
-        built[case] = (model, export_model(model, load_tokenizer(backbone), root / case, task=task))
+    built = {case: (model, folder) for case, (model, _, folder) in build_exports(EXPORTS, root).items()}
     folders = {case: str(folder) for case, (_, folder) in built.items()}
     data = [S1, S2, CONDITIONS, REGRESSION_LABELS, CLASS_LABELS, OTHER_CONDITION]
     proc = run_without_pairzoo(_SCRIPT, [json.dumps(folders), str(root), json.dumps(data)], timeout=600)

@@ -34,20 +34,25 @@ CASES = {
     "csr": ("csr", "tiny-bert", {"architecture": "bi"}, None),
 }
 
-_SCRIPT = r"""
-import json, sys
-import torch
-from sentence_transformers import CrossEncoder, SentenceTransformer
-
-folders, saved = json.loads(sys.argv[1]), json.loads(sys.argv[2])
-results = {}
-
+# The fresh process's `record(name, fn)`: `fn()`'s value (a list where it has `tolist`) or its error, under `name`.
+RECORD = r"""
 def record(name, fn):
     try:
         value = fn()
         results[name] = {"value": value.tolist() if hasattr(value, "tolist") else value}
     except Exception as err:
         results[name] = {"error": f"{type(err).__name__}: {err}"}
+"""
+
+_SCRIPT = (
+    RECORD
+    + r"""
+import json, sys
+import torch
+from sentence_transformers import CrossEncoder, SentenceTransformer
+
+folders, saved = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+results = {}
 
 S1, S2, C, SHORT = json.loads(sys.argv[3])
 rows = [[a, b, C] for a, b in zip(S1, S2)]
@@ -101,6 +106,7 @@ record("csr saved", lambda: similarity(SentenceTransformer(saved["csr"], trust_r
 assert "pairzoo" not in sys.modules
 print("PAIRZOO_RESULT " + json.dumps(results))
 """
+)
 
 
 @pytest.fixture(scope="module")

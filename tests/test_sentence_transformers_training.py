@@ -18,7 +18,7 @@ import math
 import pytest
 import torch
 from test_sentence_transformers import ATOL, CASES, CONDITIONS, LABELS, S1, S2, _value, build_exports
-from test_sentence_transformers_edges import _close, _error
+from test_sentence_transformers_edges import RECORD, _close, _error
 
 from pairzoo.hub_cards import run_without_pairzoo
 
@@ -33,7 +33,9 @@ EXPORTS = {
     "csr": CASES["csr-bi"],
 }
 
-_SCRIPT = r"""
+_SCRIPT = (
+    RECORD
+    + r"""
 import json, os, sys
 import numpy as np
 import torch
@@ -48,13 +50,6 @@ from transformers import AutoModelForSequenceClassification, pipeline
 folders, root = json.loads(sys.argv[1]), sys.argv[2]
 S1, S2, CONDITIONS, REGRESSION_LABELS, CLASS_LABELS, OTHER = json.loads(sys.argv[3])
 results = {}
-
-def record(name, fn):
-    try:
-        value = fn()
-        results[name] = {"value": value.tolist() if hasattr(value, "tolist") else value}
-    except Exception as err:
-        results[name] = {"error": f"{type(err).__name__}: {err}"}
 
 def state(model):
     return {key: value.detach().clone() for key, value in model.state_dict().items()}
@@ -204,6 +199,7 @@ record("csr pipeline", lambda: [output["score"] for output in pipeline(
 assert "pairzoo" not in sys.modules
 print("PAIRZOO_RESULT " + json.dumps(results))
 """
+)
 
 
 @pytest.fixture(scope="module")

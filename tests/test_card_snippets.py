@@ -307,6 +307,7 @@ KG_TEXTS = {
 }
 KG_TRAIN = [("dog", "_hypernym", "animal"), ("cat", "_hypernym", "animal"), ("oak", "_hypernym", "tree")]
 KG_TRAIN += [("tree", "_hypernym", "plant"), ("dog", "_similar_to", "cat")]
+KG_MAX_LENGTH = 16  # shorter than the card's example head entity under its relation: the snippets must truncate
 
 _BLOCKS_SCRIPT = r"""
 import contextlib, io, json, sys, traceback
@@ -344,7 +345,7 @@ def kg_export(request, tmp_path_factory):
             output_dir=str(root / "out"),
             max_steps=2,
             batch_size=4,
-            max_length=16,
+            max_length=KG_MAX_LENGTH,
             logging_steps=1,
             eval_batch_size=4,
         )
@@ -370,6 +371,7 @@ def test_a_link_prediction_card_describes_link_prediction(kg_export):
         assert f"| graph | validation | {metric} |" in card
     assert "head entity's text embedded under the relation's text" in card
     assert "python -m pairzoo.train_kg" in card and "python -m pairzoo.train --model" not in card
+    assert f"| max_length | {KG_MAX_LENGTH} |" in card and "does not record its training recipe" not in card
     for conditional_similarity in ("The number of people.", "the predicted similarity", "two sentences judged"):
         assert conditional_similarity not in card
 
@@ -387,8 +389,8 @@ def test_a_link_prediction_cards_snippets_rank_tails_as_the_kg_evaluation_scores
     kg = KgContrastiveModel(model.eval())  # what `evaluate_kg` ranks with: (head | relation) queries, plain tails
     encode = encode_tri_inputs if architecture == "tri" else encode_bi_inputs
     with torch.no_grad():
-        query = kg.query_embeddings(encode(tokenizer, [head], None, [relation]))
-        tails = tokenizer(candidates, padding=True, truncation=True, return_tensors="pt")
+        query = kg.query_embeddings(encode(tokenizer, [head], None, [relation], max_length=KG_MAX_LENGTH))
+        tails = tokenizer(candidates, padding=True, truncation=True, max_length=KG_MAX_LENGTH, return_tensors="pt")
         expected = (query @ kg.entity_embeddings(tails["input_ids"], tails["attention_mask"]).T)[0].tolist()
     (ranked, scores), (similarity,) = printed
     order = sorted(range(len(candidates)), key=lambda i: -expected[i])

@@ -402,7 +402,8 @@ def render_model_card(
     export (default: `framework_versions()` now). `baseline` is the benchmark comparison against the baseline arm
     (`pairzoo.hub_cards.results.baseline_comparison`; None: the card says none is attached). A link-prediction
     export (`is_link_prediction`) gets a card on link prediction: the task, a usage snippet that ranks candidate tails
-    of a (head, relation) query, its limitations and its training command."""
+    of a (head, relation) query (at the recipe's `max_length` when `training` records one), its limitations and its
+    training command."""
     if not repo_id and folder is None:
         raise ValueError("a model card needs the `repo_id` or the export `folder` its usage snippets load from.")
     training = check_training(training)
@@ -414,6 +415,8 @@ def render_model_card(
         for r in check_eval_results(eval_results)
     ]
     link_prediction = is_link_prediction(model, eval_results)
+    # the length a link-prediction run truncated queries and entity texts to (`train_kg` records it)
+    kg_max_length = (training or {}).get("max_length") if link_prediction else None
     trained_task = LINK_PREDICTION if link_prediction else (task or spec.task)
     base_model = base_model or backbone_name(model)
     data = card_data(model, eval_results, base_model, trained_task, training)
@@ -485,6 +488,7 @@ def render_model_card(
         example=card_example(pipeline_task, trained_task),
         link_prediction=link_prediction,
         kg_example=_KG_EXAMPLE,
+        kg_max_length=kg_max_length,
         kg_claim=f"[{', '.join('...' for _ in _KG_EXAMPLE['candidates'])}]",  # one value per candidate
         results=eval_results,
         method_config=json.dumps(method_config, indent=2, default=str),

@@ -729,11 +729,40 @@ def run_kg(args: KgArguments) -> dict:
                     eval_results=[{"dataset": kg_name, "split": "validation", "metrics": ranking}],
                     base_model=args.backbone,
                     overwrite=True,
+                    training=_kg_recipe(args, kg_name, result),
                 )
                 result["export_dir"] = str(output_dir / "export")
             write_text_atomic(output_dir / "metrics.json", strict_json(result))
             print(strict_json({k: result[k] for k in ("dev", "train_loss", "temperature", "train_seconds")}))
     return result
+
+
+def _kg_recipe(args: KgArguments, kg_name: str, result: dict) -> dict:
+    """The run's recipe for the export's model card (`export_model(training=...)`); `max_length` is also the length
+    the card's snippets truncate queries and entity texts to, as training and evaluation did."""
+    return {
+        "dataset": kg_name,
+        "backbone": args.backbone,
+        "train_rows": result["train_rows"],
+        "max_steps": args.max_steps,
+        "train_steps": result["train_steps"],
+        "batch_size": args.batch_size,
+        "learning_rate": args.learning_rate,
+        "warmup": f"{args.warmup_ratio:g} of the training steps",
+        "weight_decay": args.weight_decay,
+        "max_grad_norm": args.max_grad_norm,
+        "max_length": args.max_length,
+        "margin": args.margin,
+        "initial_temperature": args.temperature,
+        "learn_temperature": args.learn_temperature,
+        "pre_batch": args.pre_batch,
+        "pre_batch_weight": args.pre_batch_weight,
+        "self_negatives": args.self_negatives,
+        "false_negatives": args.false_negatives,
+        "add_inverse": args.add_inverse,
+        "seed": args.seed,
+        "bf16": args.bf16,
+    }
 
 
 def parse_args(argv: "list[str] | None" = None) -> KgArguments:

@@ -10,7 +10,7 @@ import math
 
 import pytest
 import torch
-from datasets import Dataset
+from datasets import Dataset, DatasetDict
 from transformers import pipeline
 from transformers.pipelines.pt_utils import KeyDataset
 
@@ -103,10 +103,25 @@ def test_one_dict_gives_a_dict_a_list_of_one_a_list_and_data_set_rows_stream():
     expected = _scores(scorer(INPUTS))
     assert _scores(scorer(row for row in rows)) == pytest.approx(expected, abs=1e-6)
     assert _scores(scorer(list(rows), batch_size=2)) == pytest.approx(expected, abs=1e-5)
-    with pytest.raises(ValueError, match="inputs must be dicts with `sentence1`.*got Dataset"):
-        scorer(rows)
     with pytest.raises(ValueError, match="`inputs` is an empty dataset"):
         scorer(KeyDataset(rows.select([]), "sentence1"))
+
+
+@pytest.mark.parametrize("batch_size", [1, 2])
+def test_a_data_set_scores_as_its_rows_and_a_dataset_dict_is_refused_naming_its_splits(batch_size):
+    """A 🤗 `datasets.Dataset` (or `IterableDataset`) given whole is streamed as its rows, in order; a
+    `DatasetDict` (several splits, a dict) would be one input with unknown fields: refused, naming the splits."""
+    scorer = _scorer("cross-encoder")
+    rows = Dataset.from_list([{**example, "label": 2.5} for example in INPUTS])
+    expected = _scores(scorer(INPUTS))
+    assert _scores(scorer(rows, batch_size=batch_size)) == pytest.approx(expected, abs=1e-5)
+    assert _scores(scorer(rows.to_iterable_dataset(), batch_size=batch_size)) == pytest.approx(expected, abs=1e-5)
+    with pytest.raises(
+        ValueError, match=r"DatasetDict of splits \['train', 'validation'\].*scorer\(data\['validation'\]\)"
+    ):
+        scorer(DatasetDict({"train": rows, "validation": rows}), batch_size=batch_size)
+    with pytest.raises(ValueError, match="`inputs` is an empty dataset"):
+        scorer(rows.select([]), batch_size=batch_size)
 
 
 # ============================================================================ text-classification options
@@ -160,6 +175,17 @@ def test_a_condition_longer_than_max_length_is_an_error_naming_its_input(batch_s
     assert len(scorer(inputs, max_length=64, batch_size=batch_size)) == 3
 
 
+@pytest.mark.parametrize("batch_size", [1, 2])
+@pytest.mark.parametrize("stream", ["generator", "torch-dataset"])
+def test_a_streamed_input_that_cannot_be_encoded_is_an_error_naming_its_position(stream, batch_size):
+    scorer = _scorer("cross-encoder")
+    inputs = [OK, {**OK, "condition": "word " * 40}, OK]
+    streamed = (row for row in inputs) if stream == "generator" else Dataset.from_list(inputs)
+    where = "input 1" if stream == "generator" else "input 1 of 3"
+    with pytest.raises(ValueError, match=rf"^{where}: `condition`\[0\] has 40 tokens and cannot fit"):
+        list(scorer(streamed, max_length=16, batch_size=batch_size))
+
+
 # ============================================================================ dtype and device
 
 
@@ -200,6 +226,13 @@ def test_texts_as_keyword_arguments_score_as_one_input_dict(key):
     missing = "`condition`" if key == "cross-encoder" else "`text_pair`"
     with pytest.raises(ValueError, match=f"missing {missing}"):
         scorer(**{first: "Only one text."})
+
+
+@pytest.mark.parametrize("option", [{"batch_size": 0}, {"batch_size": "2"}, {"num_workers": -1}, {"num_workers": 1.5}])
+def test_batching_options_are_checked_at_construction(option):
+    (name,) = option
+    with pytest.raises(ValueError, match=f"`{name}` must be a"):
+        _scorer("cross-encoder", **option)
 
 
 def test_num_workers_is_checked_and_changes_no_score():

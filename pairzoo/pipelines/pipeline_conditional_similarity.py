@@ -416,6 +416,73 @@ def collate_right_padded(pad_id: int) -> "Callable[[list[dict[str, torch.Tensor]
     return collate
 
 
+def check_batching(batch_size: Any, num_workers: Any) -> None:
+    """A ValueError naming `batch_size` unless it is a positive integer, or `num_workers` unless it is a non-negative
+    integer (None: not given)."""
+    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
+        raise ValueError(f"`batch_size` must be a positive integer, got {batch_size!r}.")
+    if num_workers is not None and (
+        isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0
+    ):
+        raise ValueError(f"`num_workers` must be a non-negative integer, got {num_workers!r}.")
+
+
+class NamedInputs(PipelineDataset):
+    """transformers' `PipelineDataset` (inputs encoded one by one, by index), an input that cannot be encoded a
+    ValueError naming its position."""
+
+    def __getitem__(self, i: int) -> Any:
+        try:
+            return super().__getitem__(i)
+        except ValueError as err:
+            raise ValueError(f"input {i} of {len(self)}: {err}") from err
+
+
+class NamedStream(PipelineIterator):
+    """transformers' `PipelineIterator` over streamed inputs (a generator), encoded one by one, an input that cannot
+    be encoded a ValueError naming its position."""
+
+    def __init__(self, inputs: Any, process: Callable, params: dict) -> None:
+        super().__init__(inputs, process, params)
+        self._position = -1
+
+    def __next__(self) -> Any:
+        item = next(self.iterator)
+        self._position += 1
+        try:
+            return self.infer(item, **self.params)
+        except ValueError as err:
+            raise ValueError(f"input {self._position}: {err}") from err
+
+
+class DataSetRows(Dataset):
+    """The rows of a 🤗 `datasets.Dataset` (each a dict of its columns), as the torch `Dataset` a pipeline streams."""
+
+    def __init__(self, rows: Any) -> None:
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i: int) -> dict:
+        return self.rows[i]
+
+
+def data_set_rows(inputs: Any) -> Any:
+    """A 🤗 `datasets` data set as its rows (`DataSetRows`; an `IterableDataset` as a generator of its rows), any other
+    input as given; a `DatasetDict` (several splits) is a ValueError naming its splits."""
+    if type(inputs).__module__.split(".")[0] != "datasets":
+        return inputs
+    if isinstance(inputs, dict):
+        raise ValueError(
+            f"`inputs` is a DatasetDict of splits {list(inputs)}: give one split's rows, e.g. "
+            f"`scorer(data[{'validation' if 'validation' in inputs else next(iter(inputs), 'validation')!r}])`."
+        )
+    if isinstance(inputs, Sized) and hasattr(inputs, "__getitem__"):
+        return DataSetRows(inputs)
+    return (row for row in inputs)
+
+
 class ScoringPipeline(Pipeline):
     """What pairzoo's pipelines share: options, the forward pass, label-scale scores or labels, and length-sorted
     batching. Subclasses define `check_example`, `encode` (a list of input dicts to one batch of model inputs),
@@ -432,9 +499,11 @@ class ScoringPipeline(Pipeline):
     with one forward pass, and the outputs are returned in the input order. This is what sentence-transformers'
     `CrossEncoder.predict` does; transformers' per-example preprocessing, collation and postprocessing is slower. An
     input that cannot be encoded (a condition longer than `max_length`) is an error naming its position.
-    Streamed inputs (a generator, a torch `Dataset` such as transformers' `KeyDataset`) go through transformers'
-    iterator, in batches padded on the right (`collate_right_padded`) whatever the tokenizer's `padding_side`, encoded
-    by `num_workers` DataLoader workers (a list is encoded in the calling process).
+    Streamed inputs (a generator, a torch `Dataset` such as transformers' `KeyDataset`, a 🤗 `datasets` data set as
+    its rows) go through transformers' iterator, in batches padded on the right (`collate_right_padded`) whatever the
+    tokenizer's `padding_side`, encoded by `num_workers` DataLoader workers (a list is encoded in the calling
+    process); an input that cannot be encoded is an error naming its position there too. `batch_size` and
+    `num_workers` are checked at construction and per call.
 
     `dtype` (a floating-point torch dtype or its name) is honoured for a model passed as an object too: the model is
     cast to it in place, as transformers moves it to `device`, where transformers would drop it silently.
@@ -459,13 +528,15 @@ class ScoringPipeline(Pipeline):
                 raise ValueError(f"`dtype` must be a floating-point torch dtype, its name or 'auto', got {dtype!r}.")
             dtype = resolved
         super().__init__(*args, **kwargs)
+        check_batching(self._batch_size, self._num_workers)
         if isinstance(dtype, torch.dtype) and self.model.dtype != dtype:
             self.model.to(dtype)
 
     def __call__(self, inputs: "dict | list[dict] | None" = None, *args, **kwargs) -> "dict | list[dict]":
         """Score one example (a dict, or its texts as keyword arguments: `scorer(sentence1=..., condition=...)`) or
-        many (a list, a generator, a torch `Dataset`); `max_length` (optional) caps each encoded input, `batch_size`
-        (optional) batches a list, longest inputs first, outputs in the input order."""
+        many (a list, a generator, a torch `Dataset`, a 🤗 `datasets` data set's rows); `max_length` (optional) caps
+        each encoded input, `batch_size` (optional) batches a list, longest inputs first, outputs in the input
+        order."""
         if args:
             raise ValueError(f"unexpected positional arguments {list(args)}; pass options by name (`max_length=`).")
         texts = {field: kwargs.pop(field) for field in self.text_fields if field in kwargs}
@@ -476,6 +547,7 @@ class ScoringPipeline(Pipeline):
                     "in its dict, or all of one input's texts as keyword arguments."
                 )
             inputs = texts
+        inputs = data_set_rows(inputs)
         if isinstance(inputs, Dataset) and isinstance(inputs, Sized) and len(inputs) == 0:
             raise ValueError("`inputs` is an empty dataset: give at least one input.")
         if isinstance(inputs, (list, tuple)):
@@ -488,11 +560,7 @@ class ScoringPipeline(Pipeline):
                 except ValueError as err:
                     raise ValueError(f"input {i} of {len(inputs)}: {err}") from err
         batch_size = next((b for b in (kwargs.get("batch_size"), self._batch_size) if b is not None), 1)
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"`batch_size` must be a positive integer, got {batch_size!r}.")
-        workers = next((w for w in (kwargs.get("num_workers"), self._num_workers) if w is not None), 0)
-        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
-            raise ValueError(f"`num_workers` must be a non-negative integer, got {workers!r}.")
+        check_batching(batch_size, kwargs.get("num_workers"))
         self._unknown_only = {}
         try:
             if not isinstance(inputs, list):
@@ -540,17 +608,14 @@ class ScoringPipeline(Pipeline):
         forward_params: dict,
         postprocess_params: dict,
     ) -> PipelineIterator:
-        """transformers' iterator over inputs encoded one by one, its batches (`batch_size` > 1) collated by
-        `collate_right_padded`: transformers' collation pads on the tokenizer's `padding_side`, and left padding
-        would move each shorter input's tokens (positions, neighbor attention's [MASK]) and change its score."""
-        if batch_size == 1:
-            return super().get_iterator(
-                inputs, num_workers, batch_size, preprocess_params, forward_params, postprocess_params
-            )
+        """transformers' iterator over inputs encoded one by one, an input that cannot be encoded named by its
+        position (`NamedInputs`, `NamedStream`), its batches collated by `collate_right_padded`: transformers'
+        collation pads on the tokenizer's `padding_side`, and left padding would move each shorter input's tokens
+        (positions, neighbor attention's [MASK]) and change its score."""
         if isinstance(inputs, Sized):
-            dataset = PipelineDataset(inputs, self.preprocess, preprocess_params)
+            dataset = NamedInputs(inputs, self.preprocess, preprocess_params)
         else:  # an iterable cannot be split between workers (transformers' own rule)
-            dataset, num_workers = PipelineIterator(inputs, self.preprocess, preprocess_params), min(num_workers, 1)
+            dataset, num_workers = NamedStream(inputs, self.preprocess, preprocess_params), min(num_workers, 1)
         collate = collate_right_padded(self.tokenizer.pad_token_id or 0)
         loader = DataLoader(dataset, num_workers=num_workers, batch_size=batch_size, collate_fn=collate)
         model_iterator = PipelineIterator(loader, self.forward, forward_params, loader_batch_size=batch_size)

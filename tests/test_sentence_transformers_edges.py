@@ -15,10 +15,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss
 from test_sentence_transformers import build_exports
 from transformers import pipeline
 
 from pairzoo.hub_cards import run_without_pairzoo
+from pairzoo.hub_cards.sentence_transformers_modules import calling_loss
 
 ATOL = 1e-5
 LABELS = {0: "entailment", 1: "neutral", 2: "contradiction"}
@@ -218,3 +220,26 @@ def test_loading_without_remote_code_or_a_pair_scorer_as_an_embedder_is_an_error
     no_remote = _error(results, "no remote code")
     assert no_remote.startswith("ValueError") and "trust_remote_code=True" in no_remote
     assert _error(results, "as sentence transformer").startswith("ValueError")
+
+
+def _loss_class(module: str, name: str, base: type = torch.nn.Module) -> type:
+    """A loss class of `name` in `module` whose forward returns what `calling_loss` finds from inside it."""
+
+    def forward(self):
+        return calling_loss()
+
+    return type(name, (base,), {"__module__": module, "forward": forward})
+
+
+def test_calling_loss_finds_sentence_transformers_losses_wherever_they_live_and_their_subclasses():
+    """The losses call the model without naming themselves: a loss of sentence-transformers' package (any module of
+    it, as a later version may move them) or a user's subclass of one is found; other modules and callers are not."""
+    moved = _loss_class("sentence_transformers.losses.moved", "MovedLoss")()
+    assert moved() is moved
+    subclass = _loss_class(__name__, "MyLoss", BinaryCrossEntropyLoss)
+    mine = subclass.__new__(subclass)  # its own __init__ wants a model; the class is what counts
+    torch.nn.Module.__init__(mine)
+    assert mine() is mine
+    for other in (_loss_class("sentence_transformers.models", "Pooling"), _loss_class("mylosses", "MyLoss")):
+        assert other()() is None
+    assert calling_loss() is None

@@ -35,8 +35,6 @@ from ..pipelines.pipeline_pair_similarity import _PAIR_ENCODERS, encode_prompt_i
 CONDITION = "condition"
 # The feature that marks lone texts (`PairzooInputModule.preprocess`): the forward pass raises its message.
 INPUT_ERROR = "pairzoo_input_error"
-# The package of sentence-transformers' cross-encoder losses: `PairzooScorer` gives them what they train on.
-CROSS_ENCODER_LOSSES = "sentence_transformers.cross_encoder.losses"
 
 
 def input_texts(item: object) -> "list | None":
@@ -51,16 +49,23 @@ def input_texts(item: object) -> "list | None":
     return list(item)
 
 
+def is_sentence_transformers_loss(module: object) -> bool:
+    """Whether `module` is a sentence-transformers loss, or a subclass of one: a torch module with a class of
+    sentence-transformers' package named `...Loss` in its MRO (wherever in the package its losses live)."""
+    return isinstance(module, torch.nn.Module) and any(
+        cls.__module__.split(".")[0] == "sentence_transformers" and cls.__name__.endswith("Loss")
+        for cls in type(module).__mro__
+    )
+
+
 def calling_loss() -> "torch.nn.Module | None":
-    """The sentence-transformers cross-encoder loss (`CROSS_ENCODER_LOSSES`, or a subclass of one) whose forward pass
-    runs the current one, found on the call stack (the losses call the model without saying which loss they are);
-    None outside such a loss (`predict`, `rank`, the evaluators)."""
+    """The sentence-transformers loss (`is_sentence_transformers_loss`) whose forward pass runs the current one,
+    found on the call stack (the losses call the model without saying which loss they are); None outside such a loss
+    (`predict`, `rank`, the evaluators)."""
     frame = inspect.currentframe()
     while frame is not None:
         owner = frame.f_locals.get("self") if frame.f_code.co_name == "forward" else None
-        if isinstance(owner, torch.nn.Module) and any(
-            cls.__module__.startswith(CROSS_ENCODER_LOSSES) for cls in type(owner).__mro__
-        ):
+        if is_sentence_transformers_loss(owner):
             return owner
         frame = frame.f_back
     return None

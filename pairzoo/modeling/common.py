@@ -21,9 +21,12 @@ from transformers.utils import (
     WEIGHTS_NAME,
     ModelOutput,
     cached_file,
+    logging,
 )
 
 from .encoders import hidden_activation, hidden_dropout
+
+logger = logging.get_logger(__name__)
 
 # `from_pretrained` keyword arguments that say where a checkpoint's files are.
 _HUB_KWARGS = ("cache_dir", "local_files_only", "token", "revision", "subfolder")
@@ -100,7 +103,22 @@ def _forward_parameters(cls: type) -> "frozenset[str]":
     return frozenset(inspect.signature(cls.forward).parameters)
 
 
-def check_forward_inputs(module: nn.Module, args: tuple, kwargs: dict) -> None:
+# transformers' usual forward arguments: wrappers pass them all (PEFT's sequence-classification model passes
+# `input_ids`, `attention_mask`, `inputs_embeds`, `output_attentions` and `output_hidden_states`, None when unused).
+STANDARD_FORWARD_ARGUMENTS = frozenset(
+    {
+        "input_ids",
+        "attention_mask",
+        "token_type_ids",
+        "position_ids",
+        "inputs_embeds",
+        "output_attentions",
+        "output_hidden_states",
+    }
+)
+
+
+def check_forward_inputs(module: nn.Module, args: tuple, kwargs: dict) -> "tuple[tuple, dict] | None":
     """Reject malformed model inputs with a `ValueError` naming the field, before they fail deep inside the encoder
     (a silently broadcast label batch, say), with checks that read no tensor value, so no host-device
     synchronisation: every `input_ids*` tensor must be integer and 2-D, its `attention_mask*` of the same shape, and
@@ -109,8 +127,16 @@ def check_forward_inputs(module: nn.Module, args: tuple, kwargs: dict) -> None:
     also the model's value checks (`PairzooPreTrainedModel.check_inputs`, which otherwise run where inputs enter:
     collators and pipelines).
 
+    One of transformers' usual arguments (`STANDARD_FORWARD_ARGUMENTS`) that the forward does not take is dropped
+    when it is None, as a wrapper passes it unused; given a value, the forward refuses it (Python's TypeError naming
+    it).
+
     Registered as a forward pre-hook by `PairzooPreTrainedModel.post_init`.
     """
+    accepted = _forward_parameters(type(module))
+    unset = [k for k, v in kwargs.items() if v is None and k in STANDARD_FORWARD_ARGUMENTS and k not in accepted]
+    if unset:
+        kwargs = {k: v for k, v in kwargs.items() if k not in unset}
     inputs = dict(kwargs)
     if args and isinstance(args[0], torch.Tensor):
         inputs.setdefault("input_ids", args[0])
@@ -128,7 +154,7 @@ def check_forward_inputs(module: nn.Module, args: tuple, kwargs: dict) -> None:
             raise ValueError(f"`{mask_name}` has shape {tuple(mask.shape)} but `{name}` has {tuple(ids.shape)}.")
         batch_size = ids.shape[0] if batch_size is None else batch_size
     for flag in ("output_hidden_states", "output_attentions"):
-        if getattr(module.config, flag, False) and flag not in _forward_parameters(type(module)):
+        if getattr(module.config, flag, False) and flag not in accepted:
             raise ValueError(
                 f"`{flag}` is True on the config, but {type(module).__name__} has no per-layer "
                 f"{flag[len('output_') :]} to return (its forward takes no `{flag}`); set it to False."
@@ -143,6 +169,48 @@ def check_forward_inputs(module: nn.Module, args: tuple, kwargs: dict) -> None:
         )
     if os.environ.get(CHECK_INPUTS_VARIABLE) == "1":
         module.check_inputs(inputs)
+    return (args, kwargs) if unset else None
+
+
+# The module names PEFT's sequence-classification model keeps training by default (`modules_to_save`).
+PEFT_CLASSIFIER_NAMES = ("classifier", "score")
+
+
+def _is_peft_module(module: nn.Module) -> bool:
+    """Whether `module` is one of PEFT's (an adapter layer or a `modules_to_save` wrapper)."""
+    return type(module).__module__.split(".")[0] == "peft"
+
+
+def warn_frozen_method_modules(module: nn.Module, args: tuple) -> None:
+    """Once PEFT adapters are found in a model training (a forward in training mode), log a warning naming the
+    method's modules (`method_modules`) whose own parameters no longer train (adapters inside one do not count):
+    `get_peft_model` freezes every parameter outside its adapters and its `modules_to_save`, so the method would
+    silently run with its modules as initialised. Looked for on each training forward until adapters are found, then
+    checked once."""
+    if not module.training or getattr(module, "_peft_checked", False):
+        return
+    if not any(_is_peft_module(m) for m in module.modules()):
+        return
+    module._peft_checked = True
+    adapters = {  # parameters of adapter layers (their `adapter_layer_names`), which train in place of the layer's;
+        id(p)  # a `modules_to_save` wrapper (it keeps its `original_module`) trains a copy of the module itself
+        for m in module.modules()
+        if not hasattr(m, "original_module")
+        for attr in getattr(m, "adapter_layer_names", ())
+        if isinstance(getattr(m, attr, None), nn.Module)
+        for p in getattr(m, attr).parameters()
+    }
+    frozen = [
+        name
+        for name in module.method_modules()
+        if not any(p.requires_grad for p in module.get_submodule(name).parameters() if id(p) not in adapters)
+    ]
+    if frozen:
+        logger.warning(
+            f"{type(module).__name__} trains with PEFT adapters but its modules {frozen} are frozen, so the method "
+            "runs with them as initialised: create the adapters with `LoraConfig(..., "
+            "modules_to_save=model.method_modules())` (the model before `get_peft_model`)."
+        )
 
 
 def check_labels(labels: torch.Tensor, batch_size: int, num_labels: int) -> None:
@@ -202,6 +270,8 @@ class PairzooPreTrainedModel(PreTrainedModel):
     """
 
     base_model_prefix = "backbone"
+    # modules outside the backbone that the method keeps frozen (not listed by `method_modules`)
+    frozen_modules: "tuple[str, ...]" = ()
     supports_gradient_checkpointing = True
     _supports_sdpa = True
     _supports_flash_attn = True
@@ -285,9 +355,37 @@ class PairzooPreTrainedModel(PreTrainedModel):
             )
 
     def post_init(self) -> None:
-        """Initialise weights (transformers) and install the input checks (`check_forward_inputs`)."""
+        """Initialise weights (transformers) and install the input checks (`check_forward_inputs`) and the check that
+        adapters on the backbone left the method's modules trainable (`warn_frozen_method_modules`)."""
         super().post_init()
         self.register_forward_pre_hook(check_forward_inputs, with_kwargs=True)
+        self.register_forward_pre_hook(warn_frozen_method_modules)
+
+    def method_modules(self) -> "list[str]":
+        """Names of the modules outside the backbone that hold the model's own parameters (the method's modules and
+        its head), in registration order; not those the method keeps frozen (`frozen_modules`). With PEFT adapters on
+        the backbone, pass them as `LoraConfig(modules_to_save=model.method_modules())`: `get_peft_model` freezes
+        every other parameter (`task_type="SEQ_CLS"` keeps only modules whose name ends in `classifier` or `score`).
+        A module holding such a classifier, a `ModuleList` or a `ModuleDict` is named by its parts, so that PEFT
+        wraps no module inside another it wraps."""
+        names: list[str] = []
+
+        def visit(prefix: str, module: nn.Module) -> None:
+            for name, child in module.named_children():
+                path = prefix + name
+                if path == self.base_model_prefix or path in self.frozen_modules:
+                    continue
+                if next(child.parameters(), None) is None:
+                    continue
+                holds_classifier = any(n.endswith(PEFT_CLASSIFIER_NAMES) for n, _ in child.named_modules() if n)
+                is_container = isinstance(child, (nn.ModuleList, nn.ModuleDict)) or holds_classifier
+                if is_container and not path.endswith(PEFT_CLASSIFIER_NAMES) and not _is_peft_module(child):
+                    visit(path + ".", child)
+                else:
+                    names.append(path)
+
+        visit("", self)
+        return names
 
     def _set_gradient_checkpointing(self, enable: bool = True, **kwargs) -> None:
         """transformers' switch behind `gradient_checkpointing_enable()` / `activation_checkpointing_enable()`, with

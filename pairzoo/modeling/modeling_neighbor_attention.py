@@ -73,10 +73,10 @@ from torch import nn
 from transformers import AutoModelForMaskedLM, PreTrainedConfig, PreTrainedModel
 from transformers import initialization as init
 from transformers.modeling_outputs import BaseModelOutput
-from transformers.utils import ModelOutput, can_return_tuple, logging
+from transformers.utils import ModelOutput, can_return_tuple
 
 from ..configuration.configuration_neighbor_attention import NeighborAttentionConfig
-from .common import PairzooPreTrainedModel, build_backbone
+from .common import PairzooPreTrainedModel, build_backbone, logger
 from .encoders import (
     EncoderStack,
     attention_dropout,
@@ -94,8 +94,6 @@ from .encoders import (
     projection_modules,
     word_embeddings,
 )
-
-logger = logging.get_logger(__name__)
 
 
 def resolve_label_words(config: NeighborAttentionConfig) -> list[str]:
@@ -365,6 +363,7 @@ class NeighborAttentionForSequenceClassification(PairzooPreTrainedModel):
 
     config_class = NeighborAttentionConfig
     input_format = "prompt"
+    frozen_modules = ("lm_head",)  # the MLM head decodes [MASK] states for evaluation and the regularisers only
 
     def __init__(self, config: NeighborAttentionConfig) -> None:
         super().__init__(config)

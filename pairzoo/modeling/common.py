@@ -263,7 +263,8 @@ class PairzooPreTrainedModel(PreTrainedModel):
     `labels`, `output_hidden_states` / `output_attentions` where its encoder can return them (`hidden_states` is
     always transformers' tuple of per-layer states; None takes the config's flag, as in transformers, and a config
     flag the forward cannot honour is a ValueError on the forward pass) and `output_internals` (also return the
-    method's own internals), and nothing else: an unknown keyword is Python's TypeError naming it. Regression
+    method's own internals), and nothing else: an unknown keyword is Python's TypeError naming it (one of
+    transformers' usual arguments given as None, as wrappers such as PEFT pass them, is dropped). Regression
     logits are `(batch_size, 1)`, as in transformers' sequence classifiers, beside `scores` `(batch_size,)` on the
     label scale. Input checks that read no tensor value run on every forward (`check_forward_inputs`); value checks
     (`check_inputs`) run where inputs enter.

@@ -182,14 +182,12 @@ def _is_peft_module(module: nn.Module) -> bool:
 
 
 def warn_frozen_method_modules(module: nn.Module, args: tuple) -> None:
-    """Once PEFT adapters are found in a model training (a forward in training mode), log a warning naming the
-    method's modules (`method_modules`) whose own parameters no longer train (adapters inside one do not count):
-    `get_peft_model` freezes every parameter outside its adapters and its `modules_to_save`, so the method would
-    silently run with its modules as initialised. Looked for on each training forward until adapters are found, then
-    checked once."""
-    if not module.training or getattr(module, "_peft_checked", False):
-        return
-    if not any(_is_peft_module(m) for m in module.modules()):
+    """On the first training forward (training mode) of a model that carries PEFT adapters (`peft_config`, which
+    `get_peft_model` and transformers' `add_adapter` set), log a warning naming the method's modules
+    (`method_modules`) whose own parameters no longer train (adapters inside one do not count): PEFT freezes every
+    parameter outside its adapters and its `modules_to_save`, so the method would silently run with its modules as
+    initialised."""
+    if not module.training or getattr(module, "_peft_checked", False) or not getattr(module, "peft_config", None):
         return
     module._peft_checked = True
     adapters = {  # parameters of adapter layers (their `adapter_layer_names`), which train in place of the layer's;

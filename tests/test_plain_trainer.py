@@ -200,3 +200,10 @@ def test_a_cli_run_logs_no_special_token_or_pin_memory_warning(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (tmp_path / "run" / "metrics.json").is_file()
     assert "PAD/BOS/EOS" not in proc.stderr and "pin_memory" not in proc.stderr, proc.stderr[-3000:]
+
+
+def test_tokenize_dataset_names_its_own_max_length_argument_not_the_cli_flag():
+    texts = Dataset.from_dict({"sentence1": ["a b"], "sentence2": ["e f"], "condition": ["g h"], "label": [1.0]})
+    model = create_model("cross-encoder", backbone="tiny-bert")
+    with pytest.raises(ValueError, match=r"^`max_length` 4 is too small for CrossEncoderForConditionalSimilarity"):
+        tokenize_dataset(texts, model, load_tokenizer("tiny-bert"), max_length=4)

@@ -367,7 +367,7 @@ def tokenize_dataset(dataset: Dataset, model, tokenizer, max_length: int = 128, 
     check_class_names(dataset, config, name)
     label_range = (config.label_min, config.label_max) if config.num_labels == 1 else None
     collator = make_collator(model, tokenizer, max_length, label_range)
-    check_training_data(model, collator, {"": dataset}, name)
+    check_training_data(model, collator, {"": dataset}, name, flag="max_length")
     align_special_tokens(model, tokenizer)
     fields = [field for field in collator.text_fields if field in dataset.column_names]
 

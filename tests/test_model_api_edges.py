@@ -334,3 +334,27 @@ def test_float64_forward_matches_float32(name):
         actual = model.to(torch.float64)(**batch).logits
     assert actual.dtype == torch.float64
     torch.testing.assert_close(actual.float(), expected, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("name", [n for n in TINY if n != "csr"])  # CSR has one score, never classes
+def test_a_saved_model_loads_with_a_new_head_for_other_labels(name, tmp_path):
+    """transformers' recipe for another label set, `from_pretrained(path, num_labels=...,
+    ignore_mismatched_sizes=True)`, gives a new head; its problem type follows the new labels, not the saved head's
+    (a saved regressor's `problem_type="regression"` would refuse three classes)."""
+    saved = {"num_labels": 2} if name == "neighbor-attention" else {"num_labels": 1, "problem_type": "regression"}
+    model = create_model(name, backbone="tiny-bert", **{**TINY[name], **saved})
+    model.save_pretrained(tmp_path)
+    labels = {0: "a", 1: "b", 2: "c"}
+    for kwargs in ({"num_labels": 3}, {"id2label": labels}):
+        reloaded = type(model).from_pretrained(tmp_path, ignore_mismatched_sizes=True, **kwargs)
+        assert reloaded.config.num_labels == 3
+        assert reloaded.config.problem_type in (None, "single_label_classification")
+        batch = _batch(reloaded, name, load_tokenizer("tiny-bert"))
+        output = reloaded(**batch)
+        assert output.logits.shape == (len(ROWS), 3) and torch.isfinite(output.loss)
+    if name == "neighbor-attention":  # a classifier of two classes: its label names stay at its own width
+        assert type(model).from_pretrained(tmp_path, num_labels=2).config.id2label == model.config.id2label
+        return
+    assert type(model).from_pretrained(tmp_path).config.problem_type == "regression"  # kept when nothing changes
+    with pytest.raises(ValueError, match="'regression' does not fit `num_labels` = 3: give the problem type"):
+        type(model).from_pretrained(tmp_path, num_labels=3, problem_type="regression", ignore_mismatched_sizes=True)

@@ -252,6 +252,15 @@ def check_known_keys(owner: str, fields: "tuple[str, ...]", keys: "list[str]", b
         raise ValueError(message)
 
 
+def problem_type_error(problem_type: str, num_labels: int) -> ValueError:
+    """The error for a `problem_type` that does not fit `num_labels` (as when a saved model is loaded with another
+    `num_labels`), saying what to give."""
+    return ValueError(
+        f"`problem_type` {problem_type!r} does not fit `num_labels` = {num_labels}: give the problem type of the head "
+        "with its `num_labels` ('regression' for 1, 'single_label_classification' for classes) or None."
+    )
+
+
 class PairzooConfig(PretrainedConfig):
     """Base of every pairzoo method config (see this module's docstring): typed fields, unknown keys refused with
     their closest field, `derive_defaults` and `validate_*` hooks, all run by `validate()`."""
@@ -259,6 +268,19 @@ class PairzooConfig(PretrainedConfig):
     sub_configs_defaults = BACKBONE_SUB_CONFIG
 
     backbone_config: PretrainedConfig | dict | None = None
+
+    @classmethod
+    def from_dict(cls, config_dict: dict, **kwargs) -> "PairzooConfig":
+        """transformers' `from_dict`, with a given `problem_type` and `id2label` built into the config together with
+        `num_labels` (transformers sets them after construction, so a new head's labels would be checked against
+        the saved head's problem type). A given `num_labels` of another width than the saved `id2label` (and no
+        `id2label`) describes a new head: the saved label names are dropped, where transformers would keep them and
+        the saved width with a warning."""
+        given = {field: kwargs.pop(field) for field in ("problem_type", "id2label") if field in kwargs}
+        saved = config_dict.get("id2label")
+        if "id2label" not in given and saved is not None and kwargs.get("num_labels") not in (None, len(saved)):
+            config_dict = {k: v for k, v in config_dict.items() if k not in ("id2label", "label2id")}
+        return super().from_dict({**config_dict, **given}, **kwargs)
 
     @classmethod
     def declared_fields(cls) -> "tuple[str, ...]":
@@ -292,7 +314,7 @@ class PairzooConfig(PretrainedConfig):
             return
         check_choice("problem_type", self.problem_type, ("regression", "single_label_classification"))
         if (self.problem_type == "regression") != (self.num_labels == 1):
-            raise ValueError(f"`problem_type` {self.problem_type!r} does not fit `num_labels` = {self.num_labels}.")
+            raise problem_type_error(self.problem_type, self.num_labels)
 
     def validate_classifier_dropout(self) -> None:
         """`classifier_dropout`, in the configs that declare it: None (the backbone's dropout) or a probability."""

@@ -3,7 +3,7 @@ Sentence Matching"): combined quasi-attention heads inside a pretrained encoder.
 
 import math
 
-from .common import LabelledConfig, check_choice, check_range
+from .common import LabelledConfig, check_choice, check_range, problem_type_error
 
 GATES = ("double_sigmoid", "center")
 AFFINITY_FUNCTIONS = ("tanh", "sigmoid")
@@ -138,7 +138,7 @@ class ComateformerConfig(LabelledConfig):
         if self.problem_type is None:
             self.problem_type = "regression" if num_labels == 1 else "single_label_classification"
         elif self.problem_type == "single_label_classification" and num_labels == 1:
-            raise ValueError(f"`problem_type` {self.problem_type!r} does not fit `num_labels` = {num_labels}.")
+            raise problem_type_error(self.problem_type, num_labels)
 
     def validate_combined_layers(self) -> None:
         layers = self.combined_layers

@@ -307,10 +307,16 @@ class PairzooPreTrainedModel(PreTrainedModel):
         outside the shared backbone; a plain backbone checkpoint keeps transformers' rules, since the method's own
         parameters are new there. Size mismatches already raise in transformers (unless `ignore_mismatched_sizes`).
         Whatever the checkpoint, a non-finite loaded weight and an unreadable safetensors file are a `ValueError`
-        naming the file. Trainer checkpoints are resumed with `load_state_dict`, not through this method.
+        naming the file. Trainer checkpoints are resumed with `load_state_dict`, not through this method. Given
+        `num_labels` or `id2label` without `problem_type` (a new head, with `ignore_mismatched_sizes=True`), the saved
+        `problem_type` is dropped: the new head's follows from its labels.
         """
         want_info = kwargs.pop("output_loading_info", False)
         hub_kwargs = {key: kwargs[key] for key in _HUB_KWARGS if key in kwargs}
+        if "config" not in kwargs and "problem_type" not in kwargs and {"num_labels", "id2label"} & set(kwargs):
+            # a new head's problem type follows its own labels, not the saved one (set first: the labels are checked
+            # against it as they are set)
+            kwargs = {"problem_type": None, **kwargs}
         try:
             model, info = super().from_pretrained(
                 pretrained_model_name_or_path, *model_args, output_loading_info=True, **kwargs

@@ -144,6 +144,17 @@ def _gate(difference: torch.Tensor, keep: "torch.Tensor | None", config: Comatef
     return 2.0 * gate if config.gate == "double_sigmoid" else gate
 
 
+def pairwise_l1(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+    """||q_i - k_j||_1, `(B, h, Lq, Lk)`, by `torch.cdist` (no `(B, h, Lq, Lk, d)` tensor; in float32 on the CPU, which
+    has no half-precision cdist); while torch exports the model to ONNX, by the explicit sum instead: torch's export of
+    `cdist(p=1)` computes NaN in ONNX Runtime."""
+    if torch.onnx.is_in_onnx_export():
+        return (query.unsqueeze(-2) - key.unsqueeze(-3)).abs().sum(-1)
+    if query.device.type == "cpu" and query.dtype in (torch.float16, torch.bfloat16):
+        return torch.cdist(query.float(), key.float(), p=1).to(query.dtype)
+    return torch.cdist(query, key, p=1)
+
+
 def combined_attention_maps(
     query: torch.Tensor,
     key: torch.Tensor,
@@ -164,10 +175,7 @@ def combined_attention_maps(
     so inference holds fewer (B, h, L, L) maps at once.
     """
     scaling = query.shape[-1] ** -0.5
-    if query.device.type == "cpu" and query.dtype in (torch.float16, torch.bfloat16):  # CPU cdist has no half kernels
-        difference = torch.cdist(query.float(), key.float(), p=1).to(query.dtype) * (-config.beta * scaling)
-    else:
-        difference = torch.cdist(query, key, p=1) * (-config.beta * scaling)
+    difference = pairwise_l1(query, key) * (-config.beta * scaling)
     gate = _gate(difference, keep, config)
     if not return_all:
         difference = None

@@ -95,3 +95,25 @@ def test_entities_sharing_a_text_stay_distinct_entities_through_loading_and_trai
     dev = json.loads((tmp_path / "out" / "metrics.json").read_text())["dev"]
     assert dev["num_entities"] == len(ENTITIES) and dev["num_queries"] == 2 * len(DEV)  # with the inverse queries
     assert 0 < dev["mrr"] <= 1
+
+
+def test_relations_one_tokenizer_reads_as_one_text_are_refused_naming_both(tmp_path, capsys):
+    """`Hypernym` and `hypernym` differ as written (the file accepts them) but an uncased tokenizer (tiny-bert's,
+    MiniLM's) reads them as one text: refused before anything is written, naming both and the backbone. A cased
+    tokenizer (tiny-roberta's) tells them apart, so the same graph trains."""
+    kg_dir = _graph(tmp_path / "graph", "_hypernym\tHypernym\n_similar_to\tsimilar to\n_is_a\thypernym\n")
+    triples = [*TRAIN, ("dog", "_is_a", "animal")]
+    (tmp_path / "graph" / "train.tsv").write_text("".join("\t".join(t) + "\n" for t in triples))
+    out = tmp_path / "out"
+    argv = ["--backbone", "tiny-bert", "--kg_dir", kg_dir, "--output_dir", str(out), "--max_steps", "1"]
+    assert console_main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "pairzoo.train_kg: error: relations 'Hypernym' and 'hypernym' are the same tokens for the tokenizer of "
+        "--backbone 'tiny-bert', so the model could not tell their queries apart; give each relation its own text "
+        "(relation2text.txt)."
+    )
+    assert not out.exists()
+    args = KgArguments(backbone="tiny-roberta", kg_dir=kg_dir, output_dir=str(out), max_steps=1, batch_size=4,
+                       max_length=16, eval_batch_size=4, export=False)  # fmt: skip
+    assert 0 < run_kg(args)["dev"]["mrr"] <= 1

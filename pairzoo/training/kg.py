@@ -312,6 +312,22 @@ def encode_entities(
     return out[torch.tensor(inverse, dtype=torch.long, device=device)]
 
 
+def check_relations_tokenize_apart(tokenizer, relations: "Iterable[str]", backbone: str) -> None:
+    """A ValueError naming both relations unless the tokenizer gives each relation text (the condition of its
+    queries) its own tokens: an uncased tokenizer reads `Hypernym` and `hypernym` as one text, so the model could not
+    tell the two relations' queries apart (relation2text.txt refuses only texts that are equal as written)."""
+    seen: dict[tuple, str] = {}
+    for text in sorted(set(relations)):
+        ids = tuple(tokenizer(text, add_special_tokens=False)["input_ids"])
+        if ids in seen:
+            raise ValueError(
+                f"relations {seen[ids]!r} and {text!r} are the same tokens for the tokenizer of --backbone "
+                f"{backbone!r}, so the model could not tell their queries apart; give each relation its own text "
+                "(relation2text.txt)."
+            )
+        seen[ids] = text
+
+
 def check_kg_max_length(
     max_length: int,
     tokenizer,
@@ -632,6 +648,7 @@ def run_kg(args: KgArguments) -> dict:
         args.max_length,
         args.eval_batch_size,
     )
+    check_relations_tokenize_apart(tokenizer, (r["relation"] for r in train_rows + evaluation.queries), args.backbone)
     check_kg_max_length(
         args.max_length,
         tokenizer,
@@ -786,6 +803,7 @@ __all__ = [
     "KgTrainer",
     "TimeBudgetCallback",
     "check_kg_max_length",
+    "check_relations_tokenize_apart",
     "encode_entities",
     "evaluate_kg",
     "is_known",

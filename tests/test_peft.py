@@ -121,3 +121,15 @@ def test_transformers_usual_arguments_left_none_are_accepted_and_given_ones_refu
         torch.testing.assert_close(model(**{**unset, **given}).logits, model(**batch).logits)
         with pytest.raises(TypeError, match="inputs_embeds"):
             model(**batch, inputs_embeds=torch.zeros(2, 3, model.config.backbone_config.hidden_size))
+
+
+def test_method_modules_leave_out_what_the_method_keeps_frozen():
+    """Listing a module the method keeps frozen would let PEFT train a copy of it: neighbor attention's MLM head,
+    the Siamese matcher's word embeddings under `freeze_embeddings`."""
+    spec = FAMILIES["neighbor-attention"]
+    model = create_model(spec.model, backbone="tiny-bert", **spec.overrides)
+    assert model.lm_head is not None and not any(name.startswith("lm_head") for name in model.method_modules())
+    siamese = FAMILIES["siamese-re2-sfa"]
+    for freeze in (True, False):
+        model = create_model(siamese.model, backbone="tiny-bert", **siamese.overrides, freeze_embeddings=freeze)
+        assert ("embeddings" in model.method_modules()) == (not freeze)

@@ -94,6 +94,11 @@ class SiameseMatcherForSequenceClassification(PairzooPreTrainedModel):
         self.post_init()
         self.embeddings.weight.requires_grad_(not config.freeze_embeddings)
 
+    @property
+    def frozen_modules(self) -> "tuple[str, ...]":
+        """The word embeddings under `freeze_embeddings` (not listed by `method_modules`)."""
+        return ("embeddings",) if self.config.freeze_embeddings else ()
+
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
         """Xavier-uniform linear and convolution weights with zero biases, orthogonal recurrent weights, BiMPM's

@@ -274,8 +274,8 @@ class PairzooConfig(PretrainedConfig):
         """transformers' `from_dict`, with a given `problem_type` and `id2label` built into the config together with
         `num_labels` (transformers sets them after construction, so a new head's labels would be checked against
         the saved head's problem type). A given `num_labels` of another width than the saved `id2label` (and no
-        `id2label`) describes a new head: the saved label names are dropped, where transformers would keep them and
-        the saved width with a warning."""
+        `id2label`) describes a new head: the saved label names are dropped, so that what is derived from the labels
+        (Comateformer's problem type) is derived from the new width."""
         given = {field: kwargs.pop(field) for field in ("problem_type", "id2label") if field in kwargs}
         saved = config_dict.get("id2label")
         if "id2label" not in given and saved is not None and kwargs.get("num_labels") not in (None, len(saved)):

@@ -486,14 +486,17 @@ PAIRZOO_MPNET_DIR at it."
 """
 
 
-def write_assemble_sh(path: Path, number: int, parts: "list[dict]", files: "dict[str, str]", pack_id: str) -> None:
-    """Write part `number`'s assemble.sh (`ASSEMBLE_SH`), which knows every part's and every file's sha256."""
+def write_assemble_sh(
+    path: Path, number: int, parts: "list[dict]", files: "dict[str, str]", pack_id: str, folder: str
+) -> None:
+    """Write part `number`'s assemble.sh (`ASSEMBLE_SH`), which knows every part's and every file's sha256; its usage
+    line names the parts' folder as a device call carries it (`folder`, relative to the repository root)."""
     fields = {
         "@PART@": str(number),
         "@PARTS@": str(len(parts)),
         "@ID@": pack_id,
         "@BACKBONE@": "mpnet-base",
-        "@FOLDER@": path.parent.parent.name,
+        "@FOLDER@": folder,
         "@PART_SUMS@": "".join(f"{part['sha256']}  {part['name']}.bin\n" for part in parts),
         "@FILE_SUMS@": "".join(f"{digest}  {rel}\n" for rel, digest in files.items()),
     }
@@ -504,11 +507,12 @@ def write_assemble_sh(path: Path, number: int, parts: "list[dict]", files: "dict
     path.chmod(0o755)
 
 
-def pack_in_parts(source: Path, target: Path, chunk_bytes: int) -> dict:
+def pack_in_parts(source: Path, target: Path, chunk_bytes: int, folder: str) -> dict:
     """Write the model folder `source` in float16 (`pack_float16_model`) as one uncompressed tar of a folder `model/`
     cut into chunks of `chunk_bytes` (the last one the rest): `target/part-K/part-K.bin`, each part with its
-    `assemble.sh`. Returns {"float16", "stream_bytes", "files" (path: sha256), "id", "parts"}; the id is the
-    assembled folder's, from its files' sha256."""
+    `assemble.sh` (`folder`: the parts' folder as a call carries it, for the scripts' usage line). Returns
+    {"float16", "stream_bytes", "files" (path: sha256), "id", "parts"}; the id is the assembled folder's, from its
+    files' sha256."""
     from pairzoo.fileio import give_plain_modes
 
     model = target / ".model"
@@ -527,7 +531,7 @@ def pack_in_parts(source: Path, target: Path, chunk_bytes: int) -> dict:
     pack_id = hashlib.sha256("".join(f"{d}  {rel}\n" for rel, d in files.items()).encode()).hexdigest()[:16]
     give_plain_modes(target)  # before the scripts, which keep their own 0755
     for number, part in enumerate(writer.parts, start=1):
-        write_assemble_sh(target / part["name"] / "assemble.sh", number, writer.parts, files, pack_id)
+        write_assemble_sh(target / part["name"] / "assemble.sh", number, writer.parts, files, pack_id, folder)
         part["folder_bytes"] = folder_bytes(target / part["name"])
     stream = sum(part["bytes"] for part in writer.parts)
     return {"float16": conversion, "stream_bytes": stream, "files": files, "id": pack_id, "parts": writer.parts}
@@ -763,7 +767,12 @@ def build_pack(
             )
         chunked = calls = None
         if backbone_chunks:
-            chunked = pack_in_parts(sources[backbone_chunks], building_parts, part_room - PART_SCRIPT_RESERVE)
+            chunked = pack_in_parts(
+                sources[backbone_chunks],
+                building_parts,
+                part_room - PART_SCRIPT_RESERVE,
+                _carry_name(chunks_output, repo),
+            )
             too_big = [part["name"] for part in chunked["parts"] if part["folder_bytes"] > part_room]
             if too_big:  # a part's assemble.sh outgrew PART_SCRIPT_RESERVE
                 raise PackError(f"{', '.join(too_big)} exceed the {_fmt(part_room)} a call has for a part.")

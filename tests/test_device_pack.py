@@ -527,6 +527,9 @@ def test_backbone_parts_each_fit_one_call_beside_the_working_tree(chunked, tiny_
     assert all(call["bytes"] + device_pack.CHUNK_MARGIN_BYTES <= limit for call in calls)
     assert calls[-1]["bytes"] == sizes["working_tree"] + sizes["parts"][-1] + sizes["pack"]
     assert json.loads((parts / "pack.json").read_text())["calls"] == calls
+    for k in range(1, count + 1):  # each script's usage line is its call's command, not the folder it was built in
+        usage = (parts / f"part-{k}" / "assemble.sh").read_text().splitlines()[4]
+        assert usage == f"#   {calls[k - 1]['command'].split(' && ')[0]}"
     for number, call in enumerate(calls, start=1):  # printed at the end, in order
         at = lines.index(
             f"call {number}: carry {json.dumps(call['carry'])} ({device_pack._fmt(call['bytes'])} with "

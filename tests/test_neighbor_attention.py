@@ -835,3 +835,57 @@ def test_from_backbone_without_mlm_head_decodes_through_the_input_embeddings(nam
         torch.testing.assert_close(model.decode_mask_logits(states), states @ word.T, rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match="no MLM-head weights"):
         NeighborAttentionForSequenceClassification.from_backbone(str(tmp_path), token_decoder="mlm_head", **TINY)
+
+
+# the MLM-head keys pairzoo wrote before the head took its architecture's own modules, by the current names
+EARLIER_HEAD_KEYS = {
+    "tiny-bert": {
+        "lm_head.dense": "lm_head.cls.predictions.transform.dense",
+        "lm_head.layer_norm": "lm_head.cls.predictions.transform.LayerNorm",
+        "lm_head.bias": "lm_head.cls.predictions.decoder.bias",
+    },
+    **{
+        name: {
+            "lm_head.dense": "lm_head.lm_head.dense",
+            "lm_head.layer_norm": "lm_head.lm_head.layer_norm",
+            "lm_head.bias": "lm_head.lm_head.decoder.bias",
+        }
+        for name in ("tiny-roberta", "tiny-xlm-roberta")
+    },
+}
+
+
+@pytest.mark.parametrize("name", sorted(EARLIER_HEAD_KEYS))
+def test_a_save_with_the_earlier_mlm_head_layout_loads_and_saves_in_the_current_one(name, tmp_path):
+    """A save whose MLM head has the layout pairzoo wrote before (`lm_head.dense`, `lm_head.layer_norm`,
+    `lm_head.bias`) loads with its head weights in place: the same [MASK] decoding and logits as the model saved;
+    saved again, it writes the current names."""
+    from safetensors.torch import load_file, save_file
+
+    set_seed(0)
+    mlm = AutoModelForMaskedLM.from_config(tiny_backbone_config(name)).eval()
+    with torch.no_grad():  # non-zero output biases, so that a bias not loaded shows
+        for param in mlm.parameters():
+            param.add_(0.05 * torch.randn_like(param))
+    mlm.save_pretrained(tmp_path / "mlm")
+    model = NeighborAttentionForSequenceClassification.from_backbone(str(tmp_path / "mlm"), **TINY).eval()
+    model.save_pretrained(tmp_path / "model")
+    weights = tmp_path / "model" / "model.safetensors"
+    current = load_file(weights)
+    earlier = {}
+    for key, tensor in current.items():
+        for old, new in EARLIER_HEAD_KEYS[name].items():
+            if key == new or key.startswith(new + "."):
+                key = old + key[len(new) :]
+        earlier[key] = tensor
+    assert {"lm_head.dense.weight", "lm_head.layer_norm.weight", "lm_head.bias"} <= earlier.keys()
+    save_file(earlier, weights, metadata={"format": "pt"})
+
+    reloaded = NeighborAttentionForSequenceClassification.from_pretrained(tmp_path / "model").eval()
+    batch = encode(load_tokenizer(name), ROWS[:2])
+    states = torch.randn(3, model.config.backbone_config.hidden_size)
+    with torch.no_grad():
+        assert_close_after_reload(reloaded.decode_mask_logits(states), model.decode_mask_logits(states))
+        assert_close_after_reload(reloaded(**batch).logits, model(**batch).logits)
+    reloaded.save_pretrained(tmp_path / "again")
+    assert load_file(tmp_path / "again" / "model.safetensors").keys() == current.keys()

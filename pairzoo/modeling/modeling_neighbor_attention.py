@@ -76,7 +76,7 @@ from transformers.modeling_outputs import BaseModelOutput
 from transformers.utils import ModelOutput, can_return_tuple
 
 from ..configuration.configuration_neighbor_attention import NeighborAttentionConfig
-from .common import PairzooPreTrainedModel, build_backbone, logger
+from .common import _HUB_KWARGS, PairzooPreTrainedModel, build_backbone, logger
 from .encoders import (
     EncoderStack,
     attention_dropout,
@@ -330,6 +330,28 @@ class MaskedLMHead(nn.Module):
                 decoder.weight_of_call.clear()
 
 
+def earlier_head_key_mapping(backbone_config: PreTrainedConfig) -> "dict[str, str]":
+    """transformers' `key_mapping` (checkpoint-key pattern -> name here) from the MLM-head keys of pairzoo saves made
+    before the head took its architecture's own modules (`lm_head.dense`, `lm_head.layer_norm`, `lm_head.bias`,
+    written for BERT- and RoBERTa-style heads, the only ones then supported) to `MaskedLMHead`'s names for
+    `backbone_config`; empty where the architecture's head has another shape."""
+    with torch.device("meta"):
+        head = MaskedLMHead(backbone_config)
+    modules = dict(head.named_modules())
+    shapes = (
+        ("cls.predictions.transform", "LayerNorm", "cls.predictions.decoder"),  # BERT
+        ("lm_head", "layer_norm", "lm_head.decoder"),  # RoBERTa, XLM-R
+    )
+    for transform, norm, decoder in shapes:
+        if {f"{transform}.dense", f"{transform}.{norm}", decoder} <= modules.keys():
+            return {
+                r"^lm_head\.dense": f"lm_head.{transform}.dense",
+                r"^lm_head\.layer_norm": f"lm_head.{transform}.{norm}",
+                r"^lm_head\.bias": f"lm_head.{decoder}.bias",
+            }
+    return {}
+
+
 class NeighborProjections(nn.Module):
     """The trainable key and value maps K_b, V_b of one neighbor layer."""
 
@@ -434,6 +456,41 @@ class NeighborAttentionForSequenceClassification(PairzooPreTrainedModel):
         if self.lm_head is not None:
             self.lm_head.resize_vocabulary(old_size, embeddings.num_embeddings)
         return embeddings
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs) -> "PairzooPreTrainedModel":
+        """`PairzooPreTrainedModel.from_pretrained`, which also loads a save whose MLM head has pairzoo's earlier
+        layout (`earlier_head_key_mapping`) into this head's names; saved again, the model writes these names."""
+        mapping = {}
+        if "key_mapping" not in kwargs and pretrained_model_name_or_path is not None:
+            mapping = cls._earlier_head_keys(str(pretrained_model_name_or_path), kwargs)
+        loaded = super().from_pretrained(
+            pretrained_model_name_or_path, *model_args, **({"key_mapping": mapping} if mapping else {}), **kwargs
+        )
+        model = loaded[0] if isinstance(loaded, tuple) else loaded
+        conversions = getattr(model, "_weight_conversions", None)
+        if mapping and conversions:  # transformers would save in the loaded layout: keep the current one
+            ours = set(mapping.values())
+            model._weight_conversions = [c for c in conversions if c.target_patterns[0] not in ours]
+        return loaded
+
+    @classmethod
+    def _earlier_head_keys(cls, path: str, kwargs: dict) -> "dict[str, str]":
+        """`earlier_head_key_mapping` for the neighbor-attention save at `path` (the `config` in `kwargs` where given);
+        empty for another checkpoint or a model without an MLM head."""
+        config = kwargs.get("config")
+        if not isinstance(config, cls.config_class):
+            hub_kwargs = {key: kwargs[key] for key in _HUB_KWARGS if key in kwargs}
+            try:
+                saved = PreTrainedConfig.get_config_dict(path, **hub_kwargs)[0]
+            except OSError:  # no config.json there: transformers' own error follows
+                return {}
+            if saved.get("model_type") != cls.config_class.model_type:
+                return {}
+            config = cls.config_class.from_dict(saved)
+        if config.token_decoder == "input_embeddings":
+            return {}
+        return earlier_head_key_mapping(config.backbone_config)
 
     @classmethod
     def from_backbone(cls, name_or_path: str, **method_kwargs) -> "NeighborAttentionForSequenceClassification":

@@ -440,6 +440,26 @@ def train_and_record(
     }
 
 
+def base_backbone(record: dict) -> str:
+    """The backbone a run file's run started from, as it was named: before any task-adaptive MLM step."""
+    return record.get("adaptation", {}).get("backbone", record["backbone"])
+
+
+def check_backbone(runs_dir: Path, backbone: str) -> None:
+    """A ValueError when `runs_dir` holds a run file of another backbone than `backbone`: run files are named without
+    their backbone, so that folder's runs would count as done for this one's."""
+    for path in sorted(runs_dir.glob("*.json")):
+        try:
+            other = base_backbone(json.loads(path.read_text()))
+        except (json.JSONDecodeError, KeyError, AttributeError):  # not a run file: the report names it
+            continue
+        if other != backbone:
+            raise ValueError(
+                f"--backbone {backbone}: {str(runs_dir)!r} holds runs on {other!r} ({path.name}); run files are named "
+                "without their backbone, so give this backbone its own --output_dir."
+            )
+
+
 def write_json_atomic(path: Path, payload: dict) -> None:
     """`payload` as indented JSON, written atomically (`write_text_atomic`)."""
     write_text_atomic(path, json.dumps(payload, indent=2, default=str))
@@ -551,6 +571,7 @@ def main(argv: "list[str] | None" = None) -> None:
             raise ValueError(f"--arms: unknown arm label(s) {sorted(unknown)} among the selected runs; known: {known}")
         runs = [r for r in runs if r.arm.label in args.arms]
     runs_dir = output_dir / "runs"
+    check_backbone(runs_dir, backbone)
     pending = [r for r in runs if args.force or not (runs_dir / f"{r.id}.json").exists()]
     if args.list:
         if profile.about:
@@ -598,6 +619,8 @@ __all__ = [
     "PlannedRun",
     "QualityArguments",
     "available_comparisons",
+    "base_backbone",
+    "check_backbone",
     "environment",
     "expressiveness_evaluations",
     "missing_data",

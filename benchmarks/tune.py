@@ -18,14 +18,19 @@ benchmark's record plus `tuning`: the grid, the stage and the setting); existing
 command resumes. `--workers N` trains N runs at once (`benchmarks/quality.py`'s `run_pool`); a final run starts as soon
 as its arm's selection is complete, before the later arms' selection runs; `--time_budget_s S` starts no run that
 could end past S seconds. Bad input prints one line, `tune.py: error: ...`, and exits with status 2.
+`--backbone NAME` starts every run from another backbone (default: the bundled MiniLM); run files are named without
+their backbone, so each backbone has its own `--output_dir` (a folder holding another backbone's runs is refused).
 `--report` writes `<output_dir>/RESULTS.md` and `summary.json`: per comparison and data set, each
 arm's chosen setting and seed-0 grid, its tuned mean ± std, the verdict against the tuned baseline and, beside it,
-labelled, the same arms at the peer recipe (the `cpu-full` run files).
+labelled, the same arms at the peer recipe (the `cpu-full` run files on the same backbone, `--peer_recipe_dir`).
 
     python benchmarks/tune.py --only seaver-absa --datasets absa-laptops \
         --arms "cross-encoder (transform)" "seaver (alpha 2)" "seaver (random reweighting)"
     python benchmarks/tune.py --only siamese-re2 --datasets sick-e --list
     python benchmarks/tune.py --report --readme docs/results.md
+    python benchmarks/tune.py --backbone mpnet-base --output_dir benchmarks/results/tuned-mpnet --only seaver-absa
+    python benchmarks/tune.py --report --output_dir benchmarks/results/tuned-mpnet \
+        --peer_recipe_dir benchmarks/results/mpnet-gpu
 """
 
 import json
@@ -45,6 +50,8 @@ from benchmarks.quality import (  # noqa: E402
     PlannedRun,
     adapt_first,
     available_comparisons,
+    base_backbone,
+    check_backbone,
     child_threads,
     environment,
     profile_arms,
@@ -160,9 +167,8 @@ def plan(comparisons: "list[Comparison]", datasets: "tuple | None", arms: "tuple
     return runs
 
 
-def train(run: TunedRun, runs_dir: Path, env: dict, threads: "int | None" = None) -> dict:
-    """Train `run` in a `pairzoo.train` subprocess and write its run file; its record."""
-    backbone = PROFILES[BASE_PROFILE].backbone
+def train(run: TunedRun, backbone: str, runs_dir: Path, env: dict, threads: "int | None" = None) -> dict:
+    """Train `run` on `backbone` in a `pairzoo.train` subprocess and write its run file; its record."""
     record = train_and_record(run.planned(), BASE_PROFILE, backbone, runs_dir.parent, env, threads)
     record["profile"] = "tuned-" + BASE_PROFILE
     record["tuning"] = {
@@ -180,25 +186,26 @@ def run_all(
     datasets: "tuple | None",
     arms: "tuple | None",
     output_dir: Path,
+    backbone: str,
     workers: int = 1,
     deadline: "float | None" = None,
 ) -> None:
-    """Train every planned run that has no file yet, `workers` at a time, re-planning whenever a run ends so the final
-    runs follow the selection; no run starts that could end past `deadline` (`run_pool`). A SystemExit names the runs
-    that failed; the others' files are written."""
+    """Train every planned run that has no file yet on `backbone`, `workers` at a time, re-planning whenever a run
+    ends so the final runs follow the selection; no run starts that could end past `deadline` (`run_pool`). A
+    SystemExit names the runs that failed; the others' files are written."""
     runs_dir = output_dir / "runs"
 
     def pending() -> list:
         return [r for r in plan(comparisons, datasets, arms, runs_dir) if not (runs_dir / f"{r.id}.json").exists()]
 
-    adapt_first([r.planned() for r in pending()], PROFILES[BASE_PROFILE].backbone, output_dir)
+    adapt_first([r.planned() for r in pending()], backbone, output_dir)
     runs_dir.mkdir(parents=True, exist_ok=True)
     threads = child_threads(workers)
     env = environment(threads)
 
     def job(run: TunedRun) -> None:
         t0 = time.time()
-        record = train(run, runs_dir, env, threads)
+        record = train(run, backbone, runs_dir, env, threads)
         print(f"{run.id}: {run_score(record)} ({time.time() - t0:.0f} s)", flush=True)
 
     _, failed = run_pool(pending, job, workers, deadline=deadline)
@@ -291,11 +298,13 @@ def run_device(record: dict) -> str:
     return record.get("hardware", {}).get("cuda") or "CPU"
 
 
-def tuned_markdown(rows: "list[dict]", devices: "list[str]") -> str:
-    """The tuned comparison tables, one per (comparison, data set); `devices`: where the runs trained."""
+def tuned_markdown(rows: "list[dict]", devices: "list[str]", backbones: "list[str]") -> str:
+    """The tuned comparison tables, one per (comparison, data set); `devices`: where the runs trained, `backbones`:
+    what they started from."""
+    names = ", ".join(f"`{b}`" for b in backbones)
     parts = [
         "Every arm tuned over the same grid on top of the `cpu-full` recipe (batch 16, warmup 0.1, weight decay "
-        "0.01, length 128, bundled MiniLM), selected on dev at seed 0 (best main metric, ties to the smaller "
+        f"0.01, length 128, backbone {names}), selected on dev at seed 0 (best main metric, ties to the smaller "
         "setting), then run at its chosen setting on seeds 0-2 (`benchmarks/tune.py`). Verdict: gain / loss when the "
         "difference of means exceeds the sum of the two seed stds, else tie; open while a side has < 3 seeds. The "
         "peer-recipe columns are the same arms at the fixed `cpu-full` recipe, labelled, for contrast. Trained on: "
@@ -337,15 +346,18 @@ def load_run_files(folder: Path) -> "list[dict]":
     return runs
 
 
-def report(output_dir: Path, readme: "Path | None") -> str:
-    """Write `RESULTS.md` and `summary.json` beside the run files (and the section of `readme`); returns the text."""
+def report(output_dir: Path, readme: "Path | None", peer_recipe_dir: Path = PEER_RECIPE_DIR) -> str:
+    """Write `RESULTS.md` and `summary.json` beside the run files (and the section of `readme`); returns the text. The
+    peer-recipe columns come from the run files in `peer_recipe_dir` on the tuned runs' backbones."""
     from benchmarks.report import readme_with_section
 
     runs = load_run_files(output_dir)
     if not runs:
         raise FileNotFoundError(f"no run files under {str(output_dir / 'runs')!r}: run benchmarks/tune.py first.")
-    rows = summarise_tuned(runs, load_run_files(PEER_RECIPE_DIR))
-    text = tuned_markdown(rows, sorted({run_device(r) for r in runs}))
+    backbones = sorted({base_backbone(r) for r in runs})
+    peer_runs = [r for r in load_run_files(peer_recipe_dir) if base_backbone(r) in backbones]
+    rows = summarise_tuned(runs, peer_runs)
+    text = tuned_markdown(rows, sorted({run_device(r) for r in runs}), backbones)
     write_text_atomic(output_dir / "RESULTS.md", "# Tuned comparisons\n\n" + text + "\n")
     write_text_atomic(output_dir / "summary.json", json.dumps(rows, indent=2))
     if readme is not None:
@@ -361,6 +373,9 @@ class TuneArguments:
     """The flags of `benchmarks/tune.py`."""
 
     output_dir: str = field(default=str(DEFAULT_OUTPUT), metadata={"help": "the tuning runs' folder"})
+    backbone: str | None = field(
+        default=None, metadata={"help": "the backbone every run starts from (default: the cpu-full profile's)"}
+    )
     only: list[str] | None = field(default=None, metadata={"help": "tune only these comparisons"})
     datasets: list[str] | None = field(default=None, metadata={"help": "of those, only these data sets"})
     arms: list[str] | None = field(default=None, metadata={"help": "of those, only these arm labels"})
@@ -371,6 +386,10 @@ class TuneArguments:
     )
     report: bool = field(default=False, metadata={"help": "write RESULTS.md and summary.json; train nothing"})
     readme: str | None = field(default=None, metadata={"help": "with --report: also update this file's section"})
+    peer_recipe_dir: str = field(
+        default=str(PEER_RECIPE_DIR),
+        metadata={"help": "with --report: the same arms' run files at the fixed cpu-full recipe, for contrast"},
+    )
     list: bool = field(default=False, metadata={"help": "print the planned runs, done or not; train nothing"})
 
     def __post_init__(self) -> None:
@@ -392,9 +411,11 @@ def main(argv: "list[str] | None" = None) -> None:
     if arms and set(arms) - labels:
         raise ValueError(f"--arms: unknown arm(s) {sorted(set(arms) - labels)}; known: {sorted(labels)}")
     if args.report:
-        print(report(output_dir, None if args.readme is None else Path(args.readme)))
+        print(report(output_dir, None if args.readme is None else Path(args.readme), Path(args.peer_recipe_dir)))
         return
     datasets = tuple(args.datasets) if args.datasets else None
+    backbone = args.backbone or PROFILES[BASE_PROFILE].backbone
+    check_backbone(output_dir / "runs", backbone)
     if args.list:
         runs_dir = output_dir / "runs"
         for run in plan(comparisons, datasets, arms, runs_dir):
@@ -402,7 +423,7 @@ def main(argv: "list[str] | None" = None) -> None:
             print(f"{run.stage:6} {run.id} ({setting_label(run.setting)}): {done}")
         return
     deadline = None if args.time_budget_s is None else time.time() + args.time_budget_s
-    run_all(comparisons, datasets, arms, output_dir, args.workers, deadline)
+    run_all(comparisons, datasets, arms, output_dir, backbone, args.workers, deadline)
 
 
 if __name__ == "__main__":

@@ -749,3 +749,33 @@ def test_readme_section_of_a_new_profile_is_added_under_its_heading_then_replace
     with pytest.raises(ValueError, match="results:cpu-full:start"):
         report.build_report(tmp_path / "cpu-full", readme, peers_path=tmp_path / "absent.json")
     assert readme.read_text() == text and not (tmp_path / "cpu-full" / "RESULTS.md").exists()
+
+
+def test_a_runs_folder_of_another_backbone_is_refused_before_it_counts_as_done(tmp_path, capsys):
+    """Run files are named without their backbone: resuming a MiniLM folder with `--backbone mpnet-base` would
+    count MiniLM's runs as done. It is refused, naming the flag, the folder's backbone and a file; a folder of the
+    same backbone (a task-adapted run names its base backbone) resumes."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    run = {"backbone": "minilm", "metrics": {}}
+    (runs / "cross-encoder__cross-encoder__stsb__seed0.json").write_text(json.dumps(run))
+    adapted = {"backbone": str(tmp_path / "adapted" / "minilm__sick-e"), "adaptation": {"backbone": "minilm"}}
+    (runs / "neighbor-attention__bitfit--adapted-backbone-__sick-e__seed0.json").write_text(json.dumps(adapted))
+    before = sorted(p.name for p in runs.iterdir())
+    argv = ["--profile", "cpu-full", "--only", "cross-encoder", "--datasets", "stsb", "--seeds", "0"]
+    for extra in (["--list"], []):
+        code = run_command(
+            "quality.py", quality.main, [*argv, *extra, "--backbone", "mpnet-base", "--output_dir", str(tmp_path)]
+        )
+        assert code == 2
+        err = capsys.readouterr().err
+        assert (
+            err.startswith(
+                f"quality.py: error: --backbone mpnet-base: {str(runs)!r} holds runs on 'minilm' "
+                "(cross-encoder__cross-encoder__stsb__seed0.json)"
+            )
+            and err.count("\n") == 1
+        )
+    assert sorted(p.name for p in runs.iterdir()) == before
+    quality.main([*argv, "--list", "--output_dir", str(tmp_path)])  # the folder's own backbone: listed as done
+    assert "cross-encoder__cross-encoder__stsb__seed0  epochs=1  rows=5749  done" in capsys.readouterr().out

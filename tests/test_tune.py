@@ -1,6 +1,7 @@
 """The tuning stage: each arm's grid, selection on seed 0's dev score (best, ties to the earlier setting), the final
 runs at the chosen setting, and verdicts against the tuned baseline."""
 
+import json
 import sys
 from pathlib import Path
 
@@ -50,7 +51,8 @@ def test_run_all_trains_the_grid_at_seed_0_then_the_chosen_setting_on_the_other_
     best = {arms[0]: (1e-4, 5), arms[1]: (2e-5, 2)}  # a grid whose best setting is known, per arm
     trained = []
 
-    def fake_train(run, runs_dir, env, threads):
+    def fake_train(run, backbone, runs_dir, env, threads):
+        assert backbone == "minilm"
         setting = (run.setting["learning_rate"], run.setting["num_train_epochs"])
         score = 80.0 if setting == best[run.arm.label] else 70.0 + run.setting["num_train_epochs"]
         record = {
@@ -68,14 +70,16 @@ def test_run_all_trains_the_grid_at_seed_0_then_the_chosen_setting_on_the_other_
 
     monkeypatch.setattr(tune, "train", fake_train)
     monkeypatch.setattr(tune, "environment", lambda threads: {})
-    tune.run_all([comparison], ("absa-laptops",), arms, tmp_path, workers=2)  # finals start as selections complete
+    tune.run_all(
+        [comparison], ("absa-laptops",), arms, tmp_path, "minilm", workers=2
+    )  # finals start as selections complete
     for label in arms:
         select = [t for t in trained if t[0] == label and t[1] == "select"]
         final = [t for t in trained if t[0] == label and t[1] == "final"]
         assert len(select) == 6 and {t[2] for t in select} == {0}
         assert sorted((t[2], t[3]) for t in final) == [(1, best[label]), (2, best[label])]
     count = len(trained)
-    tune.run_all([comparison], ("absa-laptops",), arms, tmp_path)  # resumes: nothing left to train
+    tune.run_all([comparison], ("absa-laptops",), arms, tmp_path, "minilm")  # resumes: nothing left to train
     assert len(trained) == count
 
     runs = tune.load_run_files(tmp_path)
@@ -87,7 +91,9 @@ def test_run_all_trains_the_grid_at_seed_0_then_the_chosen_setting_on_the_other_
     assert rows[arms[0]]["verdict"] is None  # the baseline has no verdict of its own
 
     trained.clear()
-    tune.run_all([comparison], ("absa-laptops",), arms, tmp_path / "one-worker")  # one worker: the plan's order
+    tune.run_all(
+        [comparison], ("absa-laptops",), arms, tmp_path / "one-worker", "minilm"
+    )  # one worker: the plan's order
     assert [(label, stage) for label, stage, _, _ in trained] == [
         *[(arms[0], "select")] * 6,
         *[(arms[0], "final")] * 2,  # an arm's final runs before the next arm's selection
@@ -124,3 +130,60 @@ def test_bad_tune_input_prints_one_line_and_writes_nothing(tmp_path, argv, messa
 )
 def test_verdict_needs_a_difference_beyond_the_summed_seed_spread(values, base, expected) -> None:
     assert tune.verdict(values, base) == expected
+
+
+def _tuned_record(arm: str, baseline: bool, seed: int, setting: dict, stage: str, score: float, backbone: str) -> dict:
+    return {
+        "comparison": "seaver-absa",
+        "arm": arm,
+        "baseline": baseline,
+        "dataset": "absa-laptops",
+        "seed": seed,
+        "backbone": backbone,
+        "metrics": {"validation_accuracy": score},
+        "tuning": {"stage": stage, "setting": setting},
+    }
+
+
+def test_a_folder_of_another_backbone_is_refused_and_the_report_contrasts_the_same_backbone(tmp_path, capsys) -> None:
+    """Tuning on `--backbone mpnet-base` into a folder of MiniLM runs is refused (one line, nothing written); the
+    report's peer-recipe column reads only the peer-recipe runs on the tuned runs' backbone, and says which it is."""
+    comparison = COMPARISONS["seaver-absa"]
+    arms = {"cross-encoder (transform)": True, "seaver (alpha 2)": False}
+    grid = tune.grid_for(comparison, comparison.baseline, "absa-laptops")
+    runs = tmp_path / "tuned" / "runs"
+    runs.mkdir(parents=True)
+    for label, baseline in arms.items():
+        arm = _arm("seaver-absa", label)
+        for i, setting in enumerate(grid):
+            run = tune.TunedRun(comparison, arm, "absa-laptops", 0, setting, "select")
+            record = _tuned_record(label, baseline, 0, setting, "select", 70.0 + i, "mpnet-base")
+            tune.write_json_atomic(runs / f"{run.id}.json", record)
+        for seed in (1, 2):
+            run = tune.TunedRun(comparison, arm, "absa-laptops", seed, grid[-1], "final")
+            record = _tuned_record(label, baseline, seed, grid[-1], "final", 75.0 + seed, "mpnet-base")
+            tune.write_json_atomic(runs / f"{run.id}.json", record)
+    before = sorted(p.name for p in runs.iterdir())
+    for extra in (["--list"], []):
+        argv = ["--only", "seaver-absa", "--datasets", "absa-laptops", "--output_dir", str(tmp_path / "tuned"), *extra]
+        assert run_command("tune.py", tune.main, argv) == 2  # the default backbone, MiniLM
+        err = capsys.readouterr().err
+        assert err.startswith("tune.py: error: --backbone minilm: ") and "holds runs on 'mpnet-base'" in err
+        assert err.count("\n") == 1
+    assert sorted(p.name for p in runs.iterdir()) == before
+
+    peers = tmp_path / "peer" / "runs"
+    peers.mkdir(parents=True)
+    for backbone, score in (("minilm", 50.0), ("mpnet-base", 60.0)):
+        for label, baseline in arms.items():
+            for seed in (0, 1, 2):
+                record = {
+                    **_tuned_record(label, baseline, seed, {}, "", score + seed, backbone),
+                    "profile": "cpu-full",
+                }
+                del record["tuning"]
+                (peers / f"{backbone}-{label}-{seed}.json").write_text(json.dumps(record))
+    text = tune.report(tmp_path / "tuned", None, tmp_path / "peer")
+    assert "backbone `mpnet-base`" in text and "minilm" not in text
+    rows = json.loads((tmp_path / "tuned" / "summary.json").read_text())
+    assert all(row["peer_recipe"] == {"0": 60.0, "1": 61.0, "2": 62.0} for row in rows)

@@ -99,6 +99,18 @@ def _git_commit() -> str:
         return "unknown"
 
 
+def float32_matmul() -> "str | None":
+    """How CUDA runs float32 matrix products in this process and the runs it starts: "tf32" where TensorFloat-32 is
+    allowed (`torch.set_float32_matmul_precision` below "highest", or `TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1`), else
+    "float32"; None without CUDA."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    override = os.environ.get("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE") == "1"
+    return "tf32" if override or torch.get_float32_matmul_precision() != "highest" else "float32"
+
+
 def environment(threads: "int | None" = None) -> dict:
     """Hardware and package versions, stored in every result file; `threads`: the torch threads of the training
     subprocesses (None: this process's)."""
@@ -111,6 +123,7 @@ def environment(threads: "int | None" = None) -> dict:
         "cpu_count": os.cpu_count(),
         "torch_threads": threads or torch.get_num_threads(),
         "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "float32_matmul": float32_matmul(),
     }
     versions = {
         "python": platform.python_version(),

@@ -56,6 +56,8 @@ def provenance(rows: list[dict]) -> str:
     hardware = first["hardware"]
     threads = " or ".join(str(t) for t in sorted({t for r in rows for t in r["torch_threads"]}))
     machine = hardware["cuda"] or f"CPU ({hardware['cpu_count']} cores, {threads} torch threads)"
+    if hardware.get("float32_matmul") == "tf32":
+        machine += " (float32 with TF32 matrix products)"
     seeds = sorted({seed for r in rows for seed in r["seeds"]})
     commits = ", ".join(
         f"`{c[:12]}{'-dirty' if c.endswith('-dirty') else ''}`"

@@ -104,6 +104,35 @@ def test_the_table_header_names_every_torch_thread_count_its_runs_used():
     assert "CPU (2 cores, 1 or 2 torch threads)" in report.quality_markdown(summarise(runs))
 
 
+def test_run_files_record_whether_cuda_ran_float32_products_in_tf32_and_the_header_says_so(monkeypatch):
+    monkeypatch.delenv("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert quality.float32_matmul() is None  # no CUDA: nothing to say
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    precision = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("highest")
+        assert quality.float32_matmul() == "float32"
+        monkeypatch.setenv("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "1")
+        assert quality.float32_matmul() == "tf32"
+        monkeypatch.delenv("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE")
+        torch.set_float32_matmul_precision("high")
+        assert quality.float32_matmul() == "tf32"
+    finally:
+        torch.set_float32_matmul_precision(precision)
+    from pairzoo.hub_cards.results import summarise
+
+    runs = [_fake_run("c", "base", True, "mrpc", s, 60.0) for s in range(2)]
+    for run in runs:
+        run["hardware"] = {**run["hardware"], "cuda": "NVIDIA H200", "float32_matmul": "tf32"}
+    assert "backbone `tiny-bert`, NVIDIA H200 (float32 with TF32 matrix products), seeds" in report.quality_markdown(
+        summarise(runs)
+    )
+    for run in runs:
+        run["hardware"]["float32_matmul"] = "float32"
+    assert "NVIDIA H200, seeds" in report.quality_markdown(summarise(runs))
+
+
 def test_report_writes_files_and_replaces_only_the_readme_section(tmp_path):
     runs = [_fake_run("c", a, a == "base", "mrpc", s, 60.0 + s + (a == "m")) for a in ("base", "m") for s in range(3)]
     _write_runs(tmp_path / "res", runs)

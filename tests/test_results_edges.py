@@ -158,8 +158,8 @@ def test_an_incomplete_grid_chooses_nothing_even_with_a_final_run_written() -> N
     rows = {r["arm"]: r for r in tune.summarise_tuned(runs, [])}
     assert rows["seaver (alpha 2)"]["chosen"] is None and rows["seaver (alpha 2)"]["values"] == {}
     assert rows["seaver (alpha 2)"]["verdict"] == "open"
-    assert "| seaver (alpha 2) |" in tune.tuned_markdown(list(rows.values()), ["CPU"])
-    assert "selection incomplete" in tune.tuned_markdown(list(rows.values()), ["CPU"])
+    assert "| seaver (alpha 2) |" in tune.tuned_markdown(list(rows.values()), ["CPU"], ["minilm"])
+    assert "selection incomplete" in tune.tuned_markdown(list(rows.values()), ["CPU"], ["minilm"])
 
 
 def test_an_undefined_selection_score_is_never_chosen() -> None:
@@ -168,7 +168,7 @@ def test_an_undefined_selection_score_is_never_chosen() -> None:
     assert tune.run_score(runs[0]) is None
     (row,) = tune.summarise_tuned(runs, [])
     assert row["chosen"] == "lr 0.0001, 2 epochs"
-    assert "lr 2e-05, 2 epochs: undefined" in tune.tuned_markdown([row], ["CPU"])
+    assert "lr 2e-05, 2 epochs: undefined" in tune.tuned_markdown([row], ["CPU"], ["minilm"])
     assert {json.dumps(r["tuning"]["setting"]) for r in chosen_runs(runs)} == {json.dumps(GRID[4])}
 
 

@@ -889,3 +889,7 @@ def test_a_save_with_the_earlier_mlm_head_layout_loads_and_saves_in_the_current_
         assert_close_after_reload(reloaded(**batch).logits, model(**batch).logits)
     reloaded.save_pretrained(tmp_path / "again")
     assert load_file(tmp_path / "again" / "model.safetensors").keys() == current.keys()
+    config = NeighborAttentionConfig.from_pretrained(tmp_path / "model")  # a config given: the same mapping
+    given = NeighborAttentionForSequenceClassification.from_pretrained(tmp_path / "model", config=config).eval()
+    with torch.no_grad():
+        assert_close_after_reload(given.decode_mask_logits(states), model.decode_mask_logits(states))

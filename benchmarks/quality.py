@@ -111,6 +111,13 @@ def float32_matmul() -> "str | None":
     return "tf32" if override or torch.get_float32_matmul_precision() != "highest" else "float32"
 
 
+def device_label(hardware: dict, cpu: str = "CPU") -> str:
+    """Where a run trained, from its run file's `hardware`: the GPU's name (saying so where its float32 matrix products
+    ran as TF32), or `cpu`."""
+    name = hardware.get("cuda") or cpu
+    return name + (" (float32 with TF32 matrix products)" if hardware.get("float32_matmul") == "tf32" else "")
+
+
 def environment(threads: "int | None" = None) -> dict:
     """Hardware and package versions, stored in every result file; `threads`: the torch threads of the training
     subprocesses (None: this process's)."""

@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing pairzoo
 
-from benchmarks.quality import PEER_PROFILES, REPO  # noqa: E402
+from benchmarks.quality import PEER_PROFILES, REPO, device_label  # noqa: E402
 from benchmarks.speed_siamese_matcher import format_table as siamese_table  # noqa: E402
 from pairzoo.console import parse_flags, run_command  # noqa: E402
 from pairzoo.fileio import write_text_atomic  # noqa: E402
@@ -55,9 +55,7 @@ def provenance(rows: list[dict]) -> str:
     first = rows[0]
     hardware = first["hardware"]
     threads = " or ".join(str(t) for t in sorted({t for r in rows for t in r["torch_threads"]}))
-    machine = hardware["cuda"] or f"CPU ({hardware['cpu_count']} cores, {threads} torch threads)"
-    if hardware.get("float32_matmul") == "tf32":
-        machine += " (float32 with TF32 matrix products)"
+    machine = device_label(hardware, f"CPU ({hardware['cpu_count']} cores, {threads} torch threads)")
     seeds = sorted({seed for r in rows for seed in r["seeds"]})
     commits = ", ".join(
         f"`{c[:12]}{'-dirty' if c.endswith('-dirty') else ''}`"

@@ -53,6 +53,7 @@ from benchmarks.quality import (  # noqa: E402
     base_backbone,
     check_backbone,
     child_threads,
+    device_label,
     environment,
     profile_arms,
     profile_train_args,
@@ -293,11 +294,6 @@ def _cell(values: "dict[int, float]") -> str:
     return f"{mean:.2f} ± {std:.2f} (seeds {seeds})" if len(values) > 1 else f"{mean:.2f} (seed {seeds})"
 
 
-def run_device(record: dict) -> str:
-    """Where a run trained: its GPU's name, or "CPU"."""
-    return record.get("hardware", {}).get("cuda") or "CPU"
-
-
 def tuned_markdown(rows: "list[dict]", devices: "list[str]", backbones: "list[str]") -> str:
     """The tuned comparison tables, one per (comparison, data set); `devices`: where the runs trained, `backbones`:
     what they started from."""
@@ -357,7 +353,7 @@ def report(output_dir: Path, readme: "Path | None", peer_recipe_dir: Path = PEER
     backbones = sorted({base_backbone(r) for r in runs})
     peer_runs = [r for r in load_run_files(peer_recipe_dir) if base_backbone(r) in backbones]
     rows = summarise_tuned(runs, peer_runs)
-    text = tuned_markdown(rows, sorted({run_device(r) for r in runs}), backbones)
+    text = tuned_markdown(rows, sorted({device_label(r.get("hardware", {})) for r in runs}), backbones)
     write_text_atomic(output_dir / "RESULTS.md", "# Tuned comparisons\n\n" + text + "\n")
     write_text_atomic(output_dir / "summary.json", json.dumps(rows, indent=2))
     if readme is not None:

@@ -273,6 +273,26 @@ def test_output_flags_on_the_config_are_honoured_or_refused(name, tmp_path):
             assert_close_after_reload(state, expected)
 
 
+def test_the_output_flag_check_reads_the_forward_the_class_has_now():
+    """A forward wrapped on the class for a while (a patch, a profiler) and then restored: the config's
+    `output_hidden_states` is honoured again, not refused from what the wrapper's signature said."""
+    base = get_model_spec("cross-encoder").model_class
+
+    class Wrapped(base):
+        def forward(self, *args, **kwargs):
+            return base.forward(self, *args, **kwargs)
+
+    model = create_model("cross-encoder", backbone="tiny-bert", **TINY["cross-encoder"]).eval()
+    model.__class__ = Wrapped
+    batch = _batch(model, "cross-encoder", load_tokenizer("tiny-bert"))
+    with torch.no_grad():
+        model(**batch)
+        del Wrapped.forward
+        model.config.output_hidden_states = True
+        states = model(**batch).hidden_states
+    assert isinstance(states, tuple) and len(states) == model.config.backbone_config.num_hidden_layers + 1
+
+
 @pytest.mark.parametrize("name", list(TINY))
 def test_a_sharded_save_loads_back_the_same_model(name, tmp_path):
     model = create_model(name, backbone="tiny-bert", **TINY[name]).eval()

@@ -147,7 +147,8 @@ def _tuned_record(arm: str, baseline: bool, seed: int, setting: dict, stage: str
 
 def test_a_folder_of_another_backbone_is_refused_and_the_report_contrasts_the_same_backbone(tmp_path, capsys) -> None:
     """Tuning on `--backbone mpnet-base` into a folder of MiniLM runs is refused (one line, nothing written); the
-    report's peer-recipe column reads only the peer-recipe runs on the tuned runs' backbone, and says which it is."""
+    report's peer-recipe column reads only the peer-recipe runs on the tuned runs' backbone, and says which it is,
+    and names each machine the runs trained on (TF32 where a GPU ran its float32 matrix products so)."""
     comparison = COMPARISONS["seaver-absa"]
     arms = {"cross-encoder (transform)": True, "seaver (alpha 2)": False}
     grid = tune.grid_for(comparison, comparison.baseline, "absa-laptops")
@@ -158,6 +159,8 @@ def test_a_folder_of_another_backbone_is_refused_and_the_report_contrasts_the_sa
         for i, setting in enumerate(grid):
             run = tune.TunedRun(comparison, arm, "absa-laptops", 0, setting, "select")
             record = _tuned_record(label, baseline, 0, setting, "select", 70.0 + i, "mpnet-base")
+            if not baseline:  # the method's grid trained on a GPU with TF32 matrix products, the rest on CPU
+                record["hardware"] = {"cuda": "NVIDIA H100 80GB HBM3", "float32_matmul": "tf32"}
             tune.write_json_atomic(runs / f"{run.id}.json", record)
         for seed in (1, 2):
             run = tune.TunedRun(comparison, arm, "absa-laptops", seed, grid[-1], "final")
@@ -185,5 +188,6 @@ def test_a_folder_of_another_backbone_is_refused_and_the_report_contrasts_the_sa
                 (peers / f"{backbone}-{label}-{seed}.json").write_text(json.dumps(record))
     text = tune.report(tmp_path / "tuned", None, tmp_path / "peer")
     assert "backbone `mpnet-base`" in text and "minilm" not in text
+    assert "Trained on: CPU, NVIDIA H100 80GB HBM3 (float32 with TF32 matrix products)." in text
     rows = json.loads((tmp_path / "tuned" / "summary.json").read_text())
     assert all(row["peer_recipe"] == {"0": 60.0, "1": 61.0, "2": 62.0} for row in rows)

@@ -98,9 +98,11 @@ def check_input_values(inputs: dict, vocab_size: "int | None", num_labels: int =
 
 
 @functools.cache
-def _forward_parameters(cls: type) -> "frozenset[str]":
-    """The argument names of a model class's forward."""
-    return frozenset(inspect.signature(cls.forward).parameters)
+def _forward_parameters(forward: object) -> "tuple[frozenset[str], bool]":
+    """The argument names a forward function takes, and whether it also takes any keyword (`**kwargs`). Keyed by the
+    function, not its class: a forward replaced on the class (a wrapper, a patch) is read afresh."""
+    parameters = inspect.signature(forward).parameters.values()
+    return frozenset(p.name for p in parameters), any(p.kind is p.VAR_KEYWORD for p in parameters)
 
 
 # transformers' usual forward arguments: wrappers pass them all (PEFT's sequence-classification model passes
@@ -123,9 +125,9 @@ def check_forward_inputs(module: nn.Module, args: tuple, kwargs: dict) -> "tuple
     (a silently broadcast label batch, say), with checks that read no tensor value, so no host-device
     synchronisation: every `input_ids*` tensor must be integer and 2-D, its `attention_mask*` of the same shape, and
     `labels` and `mask_positions` one per row; `output_hidden_states` / `output_attentions` True on the config only
-    where the forward can return them (it takes the flag). With the environment variable `PAIRZOO_CHECK_INPUTS=1`,
-    also the model's value checks (`PairzooPreTrainedModel.check_inputs`, which otherwise run where inputs enter:
-    collators and pipelines).
+    where the forward can return them (it takes the flag, or any keyword). With the environment variable
+    `PAIRZOO_CHECK_INPUTS=1`, also the model's value checks (`PairzooPreTrainedModel.check_inputs`, which otherwise
+    run where inputs enter: collators and pipelines).
 
     One of transformers' usual arguments (`STANDARD_FORWARD_ARGUMENTS`) that the forward does not take is dropped
     when it is None, as a wrapper passes it unused; given a value, the forward refuses it (Python's TypeError naming
@@ -133,7 +135,7 @@ def check_forward_inputs(module: nn.Module, args: tuple, kwargs: dict) -> "tuple
 
     Registered as a forward pre-hook by `PairzooPreTrainedModel.post_init`.
     """
-    accepted = _forward_parameters(type(module))
+    accepted, any_keyword = _forward_parameters(type(module).forward)
     unset = [k for k, v in kwargs.items() if v is None and k in STANDARD_FORWARD_ARGUMENTS and k not in accepted]
     if unset:
         kwargs = {k: v for k, v in kwargs.items() if k not in unset}
@@ -154,7 +156,7 @@ def check_forward_inputs(module: nn.Module, args: tuple, kwargs: dict) -> "tuple
             raise ValueError(f"`{mask_name}` has shape {tuple(mask.shape)} but `{name}` has {tuple(ids.shape)}.")
         batch_size = ids.shape[0] if batch_size is None else batch_size
     for flag in ("output_hidden_states", "output_attentions"):
-        if getattr(module.config, flag, False) and flag not in accepted:
+        if getattr(module.config, flag, False) and flag not in accepted and not any_keyword:
             raise ValueError(
                 f"`{flag}` is True on the config, but {type(module).__name__} has no per-layer "
                 f"{flag[len('output_') :]} to return (its forward takes no `{flag}`); set it to False."

@@ -1,5 +1,6 @@
-"""Every family exported to ONNX with torch's TorchScript exporter (`dynamo=False`, dynamic batch and length axes) and
-run by ONNX Runtime scores inputs of other batch sizes and lengths than the traced ones as the model does."""
+"""Every family exported to ONNX, with torch's TorchScript exporter (`dynamo=False`) and with its default one
+(`torch.export`), and run by ONNX Runtime, scores inputs of other batch sizes and lengths than the traced ones as the
+model does."""
 
 import warnings
 
@@ -58,6 +59,39 @@ def test_an_onnx_export_scores_other_shapes_as_the_model(family, tmp_path):
     (logits,) = session.run(None, {name: scored[name].numpy() for name in names})
     with torch.no_grad():
         expected = wrapper(*(scored[n] for n in names))
+    torch.testing.assert_close(torch.from_numpy(logits), expected, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_the_default_onnx_exporter_scores_other_shapes_as_the_model(family, tmp_path):
+    """torch's default exporter (`dynamo=True`, through `torch.export`), the model called with its keyword inputs:
+    batch size and lengths free, except where an RNN runs (the Siamese matcher's SFA blocks), which `torch.export`
+    unrolls over the traced length: there the length is fixed and the batch size free."""
+    spec = FAMILIES[family]
+    torch.manual_seed(0)
+    model = create_model(spec.model, backbone="tiny-bert", **spec.overrides).eval()
+    pipeline_task = get_model_spec(spec.model).entry_points(spec.task)[1]
+    scorer = pipeline(pipeline_task, model=model, tokenizer=tokenizer_of("tiny-bert"))
+    other = OTHER_ROWS
+    if pipeline_task == "pair-similarity":
+        other = [{"text": row["sentence1"], "text_pair": row["sentence2"]} for row in OTHER_ROWS]
+    traced, scored = scorer.encode(pipeline_examples(pipeline_task)), scorer.encode(other)
+    recurrent = any(isinstance(module, torch.nn.RNNBase) for module in model.modules())
+    if recurrent:  # the same lengths, another batch size
+        traced, scored = scored, {name: tensor[:2] for name, tensor in scored.items()}
+    length = torch.export.Dim.STATIC if recurrent else torch.export.Dim.DYNAMIC
+    shapes = {
+        name: {0: torch.export.Dim.DYNAMIC, 1: length} if tensor.dim() == 2 else {0: torch.export.Dim.DYNAMIC}
+        for name, tensor in traced.items()
+    }
+    path = tmp_path / "model.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (), str(path), kwargs=dict(traced), dynamic_shapes=shapes, dynamo=True, verbose=False)
+    session = onnxruntime.InferenceSession(str(path))
+    logits = session.run(None, {i.name: scored[i.name].numpy() for i in session.get_inputs()})[0]
+    with torch.no_grad():
+        expected = model(**scored).logits
     torch.testing.assert_close(torch.from_numpy(logits), expected, atol=1e-5, rtol=1e-4)
 
 

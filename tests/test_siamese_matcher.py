@@ -15,6 +15,7 @@ from transformers import set_seed
 from pairzoo import SiameseMatcherConfig, SiameseMatcherForSequenceClassification, create_model, load_tokenizer
 from pairzoo.backbones import TINY_ARCHITECTURES, tiny_backbone_config
 from pairzoo.configuration.configuration_siamese_matcher import HOST_DEFAULTS
+from pairzoo.modeling import siamese_blocks
 from pairzoo.modeling.siamese_bimpm import MultiPerspectiveMatching
 from pairzoo.modeling.siamese_blocks import FeatureAttention, FeatureAttentionPair, SelectiveFeatureAttention
 from pairzoo.modeling.siamese_cafe import FactorizationMachine
@@ -990,3 +991,20 @@ def test_recurrent_weights_are_orthogonal_and_construction_keeps_the_thread_coun
     for weight in recurrent:
         columns = weight if weight.shape[0] >= weight.shape[1] else weight.T
         torch.testing.assert_close(columns.T @ columns, torch.eye(columns.shape[1]), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("kind", ["lstm", "bilstm", "bigru"])
+def test_rnns_under_graph_capture_read_each_sentence_as_packing_does(kind, monkeypatch):
+    """Under graph capture (`torch.export`, `torch.compile`) the RNNs run without packing; each row's outputs equal
+    the packed run's (the backward direction starts at the row's last token, not in its padding), padding zero."""
+    torch.manual_seed(0)
+    rnn_class = torch.nn.GRU if kind == "bigru" else torch.nn.LSTM
+    rnn = rnn_class(5, 4, batch_first=True, bidirectional=kind != "lstm").double()
+    x = torch.randn(3, 6, 5, dtype=torch.float64)
+    lengths = torch.tensor([6, 2, 4])
+    x[torch.arange(6)[None] >= lengths[:, None]] = 7.0  # padding content must not matter
+    packed = siamese_blocks.run_rnn(rnn, x, lengths)
+    monkeypatch.setattr(siamese_blocks, "capturing_graph", lambda: True)
+    captured = siamese_blocks.run_rnn(rnn, x, lengths)
+    torch.testing.assert_close(captured, packed, atol=1e-12, rtol=0)
+    assert captured[1, 2:].abs().max() == 0

@@ -111,6 +111,13 @@ ENCODER_ARCHITECTURES: "tuple[EncoderArchitecture, ...]" = (
 )
 
 
+def capturing_graph() -> bool:
+    """Whether the forward is being captured into a graph (`torch.export`, which torch's default ONNX exporter uses,
+    or `torch.compile`): checks and shortcuts that read tensor values are skipped there, as a graph cannot branch on
+    them; the same checks still run where inputs enter (collators, pipelines, `check_inputs`)."""
+    return torch.compiler.is_compiling()
+
+
 def encoder_architecture(config: PreTrainedConfig) -> EncoderArchitecture:
     """The entry of a backbone config's `model_type`; an architecture without one is a ValueError naming it."""
     model_type = getattr(config, "model_type", None)

@@ -44,6 +44,7 @@ from .encoders import (
     attention_dropout,
     attention_input,
     attention_probabilities,
+    capturing_graph,
     encoder_architecture,
     head_shape,
     hidden_activation,
@@ -442,7 +443,7 @@ class CsrModel(PairzooPreTrainedModel):
         (RoBERTa family: from `padding_idx + 1`, padding at `padding_idx`; the others: from 0, padding at 0)."""
         positions = position_ids_after(self.backbone, input_ids, attention_mask, offset)
         limit = self.config.backbone_config.max_position_embeddings
-        if int(positions.max()) >= limit:
+        if not capturing_graph() and int(positions.max()) >= limit:
             raise ValueError(
                 f"router='reference' places each sentence after its condition, and a sentence and its condition "
                 f"together need position {int(positions.max())} of a backbone with {limit} position embeddings; "

@@ -32,7 +32,7 @@ from .common import (
     pool_hidden_states,
     similarity_loss_and_scores,
 )
-from .encoders import attention_probabilities, layer_list
+from .encoders import attention_probabilities, capturing_graph, layer_list
 
 
 @dataclass
@@ -160,21 +160,31 @@ class SeaverForConditionalSimilarity(PairzooPreTrainedModel):
                 sentence_mask, condition_mask = _random_split_masks(attention_mask)
             elif sentence_mask is None:
                 sentence_mask, condition_mask = conditional_span_masks(input_ids, attention_mask)
-            first_row_only = config.pooling == "cls" and not output_internals and bool(sentence_mask[:, 0].all())
+            first_row_only = (
+                config.pooling == "cls"
+                and not output_internals
+                and not capturing_graph()
+                and bool(sentence_mask[:, 0].all())
+            )
             augmented, extras = self._augment(
-                outputs.hidden_states[-2], last_hidden, attention_mask, sentence_mask, condition_mask, first_row_only
+                outputs.hidden_states[-2],
+                last_hidden,
+                attention_mask,
+                sentence_mask,
+                condition_mask,
+                first_row_only,
+                bool(output_internals),
             )
         else:
             augmented = last_hidden
         loss, logits, scores = similarity_loss_and_scores(config, self._head_logits(augmented, attention_mask), labels)
-        keep_extras = output_internals and config.use_reweighting
         return SeaverOutput(
             loss=loss,
             logits=logits,
             scores=scores,
             hidden_states=outputs.hidden_states if output_hidden_states else None,
             attentions=outputs.attentions,
-            **(extras if keep_extras else {}),
+            **extras,
         )
 
     def _augment(
@@ -185,8 +195,10 @@ class SeaverForConditionalSimilarity(PairzooPreTrainedModel):
         sentence_mask: torch.Tensor,
         condition_mask: torch.Tensor,
         first_row_only: bool,
+        internals: bool,
     ) -> "tuple[torch.Tensor, dict]":
-        """AO (B, L, d), or only its first row (B, 1, d) when `first_row_only`, and the tensors of `SeaverOutput`."""
+        """AO (B, L, d), or only its first row (B, 1, d) when `first_row_only`, and with `internals` the tensors of
+        `SeaverOutput` (else an empty dict)."""
         config = self.config
         sentence, condition = sentence_mask.to(last_hidden.dtype), condition_mask.to(last_hidden.dtype)
         with torch.set_grad_enabled(torch.is_grad_enabled() and not config.detach_reweighting):
@@ -204,7 +216,7 @@ class SeaverForConditionalSimilarity(PairzooPreTrainedModel):
         reweighted = reweighted + (outside * last_hidden[:, :rows])[:, None]
         merged = reweighted.transpose(1, 2).flatten(2)
         augmented = self.reweighting_projection(merged) + config.alpha * last_hidden[:, :rows]
-        if first_row_only:
+        if first_row_only or not internals:
             return augmented, {}
         return augmented, {
             "reweighting_sentence": _gather_block(reweighting, sentence_mask),

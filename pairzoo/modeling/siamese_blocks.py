@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from ..configuration.configuration_siamese_matcher import SFA_SQUEEZES, SiameseMatcherConfig, reduced_width
+from .encoders import capturing_graph
 
 
 def check_token_mask(mask: torch.Tensor, name: str = "attention_mask") -> torch.Tensor:
@@ -21,6 +22,8 @@ def check_token_mask(mask: torch.Tensor, name: str = "attention_mask") -> torch.
     if mask.dim() != 2:
         raise ValueError(f"`{name}` must be (batch, length), got shape {tuple(mask.shape)}.")
     lengths = mask.long().sum(1)
+    if capturing_graph():
+        return lengths
     empty = (lengths == 0).nonzero().flatten().tolist()
     if empty:
         raise ValueError(f"`{name}` rows {empty} have no tokens: every sentence must be non-empty.")
@@ -52,11 +55,37 @@ def run_rnn(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> torch.Te
     Packing makes the backward direction start at each sentence's last token, so outputs do not depend on how much
     padding the batch has; padding positions come out as zeros.
     """
+    if capturing_graph():
+        return _run_rnn_unpacked(rnn, x, lengths)
     if bool((lengths == x.shape[1]).all()):  # no padding (always so at batch size 1): packing would change nothing
         return rnn(x)[0]
     packed = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
     output, _ = rnn(packed)
     return nn.utils.rnn.pad_packed_sequence(output, batch_first=True, total_length=x.shape[1])[0]
+
+
+def _run_rnn_unpacked(rnn: nn.RNNBase, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """`run_rnn` without packing, for graph capture (packing sizes tensors by their values): the forward direction
+    reads `x` as it is (its padding comes after each sentence), the backward direction reads each row shifted right so
+    that its sentence ends at the last position (its padding comes before), and each output is shifted back; padding
+    positions come out as zeros. One-layer RNNs only (pairzoo's hosts use no other)."""
+    if rnn.num_layers != 1:
+        raise ValueError(f"graph capture runs one-layer RNNs only, got num_layers={rnn.num_layers}.")
+    length = x.shape[1]
+    positions = torch.arange(length, device=x.device)[None]  # (1, L)
+    valid = (positions < lengths[:, None]).unsqueeze(-1)  # (B, L, 1)
+    forward = rnn(x)[0]
+    if not rnn.bidirectional:
+        return forward * valid
+    shift = (length - lengths)[:, None]  # (B, 1): padding moved in front of each sentence
+
+    def gather(values: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        return values.gather(1, index.clamp(0, length - 1).unsqueeze(-1).expand(-1, -1, values.shape[-1]))
+
+    shifted = gather(x, positions - shift) * (positions >= shift).unsqueeze(-1)
+    backward = gather(rnn(shifted)[0], positions + shift)
+    hidden = forward.shape[-1] // 2
+    return torch.cat([forward[..., :hidden], backward[..., hidden:]], dim=-1) * valid
 
 
 class FeatureAttention(nn.Module):

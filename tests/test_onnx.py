@@ -35,8 +35,8 @@ class _Logits(torch.nn.Module):
         return self.model(**dict(zip(self.names, inputs))).logits
 
 
-@pytest.mark.parametrize("family", list(FAMILIES))
-def test_an_onnx_export_scores_other_shapes_as_the_model(family, tmp_path):
+def _model_and_inputs(family: str) -> "tuple[torch.nn.Module, dict, dict]":
+    """The family's tiny-bert model, and its pipeline's encoding of the examples to trace and of `OTHER_ROWS`."""
     spec = FAMILIES[family]
     torch.manual_seed(0)
     model = create_model(spec.model, backbone="tiny-bert", **spec.overrides).eval()
@@ -46,6 +46,12 @@ def test_an_onnx_export_scores_other_shapes_as_the_model(family, tmp_path):
     if pipeline_task == "pair-similarity":
         other = [{"text": row["sentence1"], "text_pair": row["sentence2"]} for row in OTHER_ROWS]
     traced, scored = scorer.encode(pipeline_examples(pipeline_task)), scorer.encode(other)
+    return model, traced, scored
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_an_onnx_export_scores_other_shapes_as_the_model(family, tmp_path):
+    model, traced, scored = _model_and_inputs(family)
     names = list(traced)
     axes = {name: {0: "batch", 1: f"length_{name}"} if traced[name].dim() == 2 else {0: "batch"} for name in names}
     path = tmp_path / "model.onnx"
@@ -67,15 +73,7 @@ def test_the_default_onnx_exporter_scores_other_shapes_as_the_model(family, tmp_
     """torch's default exporter (`dynamo=True`, through `torch.export`), the model called with its keyword inputs:
     batch size and lengths free, except where an RNN runs (the Siamese matcher's SFA blocks), which `torch.export`
     unrolls over the traced length: there the length is fixed and the batch size free."""
-    spec = FAMILIES[family]
-    torch.manual_seed(0)
-    model = create_model(spec.model, backbone="tiny-bert", **spec.overrides).eval()
-    pipeline_task = get_model_spec(spec.model).entry_points(spec.task)[1]
-    scorer = pipeline(pipeline_task, model=model, tokenizer=tokenizer_of("tiny-bert"))
-    other = OTHER_ROWS
-    if pipeline_task == "pair-similarity":
-        other = [{"text": row["sentence1"], "text_pair": row["sentence2"]} for row in OTHER_ROWS]
-    traced, scored = scorer.encode(pipeline_examples(pipeline_task)), scorer.encode(other)
+    model, traced, scored = _model_and_inputs(family)
     recurrent = any(isinstance(module, torch.nn.RNNBase) for module in model.modules())
     if recurrent:  # the same lengths, another batch size
         traced, scored = scored, {name: tensor[:2] for name, tensor in scored.items()}

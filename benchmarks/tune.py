@@ -255,7 +255,9 @@ def summarise_tuned(runs: "list[dict]", peer_runs: "list[dict]") -> "list[dict]"
                 "checkout's comparisons, so its grid is unknown."
             )
         grid = grid_for(comparison, arm, row["dataset"])
-        scores = {i: row["grid"].get(setting_label(s)) for i, s in enumerate(grid) if setting_label(s) in row["grid"]}
+        labels = [setting_label(s) for s in grid]
+        row["grid"] = {label: row["grid"][label] for label in labels if label in row["grid"]}  # in the grid's order
+        scores = {i: row["grid"][label] for i, label in enumerate(labels) if label in row["grid"]}
         chosen = select(scores, grid)
         row["chosen"] = None if chosen is None else setting_label(chosen)
         row["values"] = {}

@@ -87,6 +87,8 @@ def test_run_all_trains_the_grid_at_seed_0_then_the_chosen_setting_on_the_other_
     assert rows[arms[0]]["chosen"] == "lr 0.0001, 5 epochs"
     assert rows[arms[1]]["chosen"] == "lr 2e-05, 2 epochs"
     assert rows[arms[1]]["values"] == {0: 80.0, 1: 81.0, 2: 82.0}
+    grid = tune.grid_for(comparison, comparison.baseline, "absa-laptops")  # listed in the grid's order, not the files'
+    assert list(rows[arms[1]]["grid"]) == [tune.setting_label(setting) for setting in grid]
     assert rows[arms[1]]["verdict"] == "tie"  # identical values on both arms
     assert rows[arms[0]]["verdict"] is None  # the baseline has no verdict of its own
 

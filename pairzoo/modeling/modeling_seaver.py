@@ -216,7 +216,7 @@ class SeaverForConditionalSimilarity(PairzooPreTrainedModel):
         reweighted = reweighted + (outside * last_hidden[:, :rows])[:, None]
         merged = reweighted.transpose(1, 2).flatten(2)
         augmented = self.reweighting_projection(merged) + config.alpha * last_hidden[:, :rows]
-        if first_row_only or not internals:
+        if not internals:  # `first_row_only` is never asked for them
             return augmented, {}
         return augmented, {
             "reweighting_sentence": _gather_block(reweighting, sentence_mask),

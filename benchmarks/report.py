@@ -341,7 +341,7 @@ def kg_markdown(runs: list[dict]) -> str:
         stats[arm] = {m: (statistics.mean(v), statistics.stdev(v) if len(v) > 1 else 0.0) for m, v in values.items()}
         cells = [f"{mean:.2f} ± {std:.2f}" for mean, std in stats[arm].values()]
         steps = " / ".join(str(r["train_steps"]) if "train_steps" in r else "?" for r in group)
-        base = KG_ARMS.get(arm)
+        base = KG_ARMS[arm].router_free if arm in KG_ARMS else None
         delta = beyond = ""
         if base in stats:
             (mean, std), (base_mean, base_std) = stats[arm]["mrr"], stats[base]["mrr"]

@@ -9,6 +9,11 @@ grid of learning rate x epochs (`grid_for`), on top of the `cpu-full` profile's 
    learning rate, then the fewer epochs);
 2. final: the chosen setting trains on the other seeds (the seed-0 selection run is reused as seed 0).
 
+CSR's WN18RR link prediction (`KG_COMPARISONS`: the tri-encoder arms against the router-free tri-encoder, the
+bi-encoder arms against the router-free bi-encoder) is tuned the same way, each run a `pairzoo.train_kg` subprocess at
+`KG_RECIPE` (bfloat16 and batch-building workers where a GPU is present), over its learning rate and steps, selected on
+dev MRR.
+
 Selecting on seed 0's dev score and reporting the mean over seeds 0-2 on the same dev split favours every arm alike
 (each gets its best setting), so the comparison between arms stays fair; the seed-0 values carry the selection's
 optimism and seeds 1-2 do not.
@@ -28,14 +33,18 @@ labelled, the same arms at the peer recipe (the `cpu-full` run files on the same
         --arms "cross-encoder (transform)" "seaver (alpha 2)" "seaver (random reweighting)"
     python benchmarks/tune.py --only siamese-re2 --datasets sick-e --list
     python benchmarks/tune.py --report --readme docs/results.md
+    python benchmarks/tune.py --only csr-kg-tri csr-kg-bi --output_dir benchmarks/results/tuned-kg --workers 4
     python benchmarks/tune.py --backbone mpnet-base --output_dir benchmarks/results/tuned-mpnet --only seaver-absa
     python benchmarks/tune.py --report --output_dir benchmarks/results/tuned-mpnet \
         --peer_recipe_dir benchmarks/results/mpnet-gpu
 """
 
 import json
+import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,6 +74,7 @@ from benchmarks.quality import (  # noqa: E402
 from pairzoo.console import check_at_least, parse_flags, run_command  # noqa: E402
 from pairzoo.fileio import write_text_atomic  # noqa: E402
 from pairzoo.hub_cards.results import defined, main_metric  # noqa: E402
+from pairzoo.zoo.csr import KG_COMPARISONS  # noqa: E402
 
 BASE_PROFILE = "cpu-full"
 DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "tuned-cpu-full"
@@ -74,28 +84,47 @@ SEEDS = (0, 1, 2)
 ENCODER_GRID = {"learning_rate": (2e-5, 5e-5, 1e-4), "num_train_epochs": (2, 5)}
 # An arm trained at its own learning rate L (the Siamese hosts' 1e-3, BitFit's): L / 3, L and 3 L.
 OWN_RATE_STEPS = (1 / 3, 1.0, 3.0)
+# WN18RR runs (`pairzoo.train_kg`): the GPU recipe of benchmarks/quality.py's docstring, whose learning rate L and
+# steps S are tuned as L / 3, L, 3 L x S, 2 S.
+KG_RECIPE = {"batch_size": 256, "learning_rate": 1e-4, "max_length": 64, "max_steps": 1500}
+KG_METRICS = ("mrr", "hits@1", "hits@3", "hits@10")
+
+
+def tuned_comparisons() -> "list[Comparison]":
+    """Every comparison this checkout can tune: the benchmark's, then CSR's WN18RR ones."""
+    return [*available_comparisons(), *KG_COMPARISONS]
+
+
+def _own_rates(rate: float) -> tuple:
+    return tuple(float(f"{rate * step:.3g}") for step in OWN_RATE_STEPS)
 
 
 def grid_for(comparison: Comparison, arm: Arm, dataset: str) -> "list[dict]":
     """The settings an arm is tuned over on `dataset`, in tie-breaking order: the encoder grid, or, for an arm or
     comparison with its own learning rate L, L / 3, L, 3 L x E, 2 E, where E is the run's epochs at the base profile
-    (for neighbor attention the paper's 5)."""
+    (for neighbor attention the paper's 5); for a WN18RR arm, `KG_RECIPE`'s L / 3, L, 3 L x S, 2 S steps."""
     own = {**comparison.train_args, **arm.train_args}
-    if "learning_rate" in own:
-        rates = tuple(float(f"{own['learning_rate'] * step:.3g}") for step in OWN_RATE_STEPS)
+    if comparison in KG_COMPARISONS:
+        steps = KG_RECIPE["max_steps"]
+        grid = {"learning_rate": _own_rates(KG_RECIPE["learning_rate"]), "max_steps": (steps, 2 * steps)}
+    elif "learning_rate" in own:
         epochs = profile_train_args(comparison, arm, PROFILES[BASE_PROFILE], dataset)["num_train_epochs"]
-        grid = {"learning_rate": rates, "num_train_epochs": (epochs, 2 * epochs)}
+        grid = {"learning_rate": _own_rates(own["learning_rate"]), "num_train_epochs": (epochs, 2 * epochs)}
     else:
         grid = ENCODER_GRID
-    return [
-        {"learning_rate": lr, "num_train_epochs": epochs}
-        for lr in grid["learning_rate"]
-        for epochs in grid["num_train_epochs"]
-    ]
+    ((length, lengths),) = ((k, v) for k, v in grid.items() if k != "learning_rate")
+    return [{"learning_rate": lr, length: n} for lr in grid["learning_rate"] for n in lengths]
+
+
+def _length(setting: dict) -> str:
+    """How long a setting trains: `N epochs`, or `N steps` for a WN18RR run."""
+    if "max_steps" in setting:
+        return f"{setting['max_steps']} steps"
+    return f"{setting['num_train_epochs']:g} epochs"
 
 
 def setting_label(setting: dict) -> str:
-    return f"lr {setting['learning_rate']:g}, {setting['num_train_epochs']:g} epochs"
+    return f"lr {setting['learning_rate']:g}, {_length(setting)}"
 
 
 @dataclass(frozen=True)
@@ -111,8 +140,14 @@ class TunedRun:
 
     @property
     def id(self) -> str:
-        lr, epochs = self.setting["learning_rate"], self.setting["num_train_epochs"]
-        return f"{run_id(self.comparison, self.arm, self.dataset, self.seed)}__lr{lr:g}__ep{epochs:g}"
+        setting, base = self.setting, run_id(self.comparison, self.arm, self.dataset, self.seed)
+        length = f"steps{setting['max_steps']}" if self.kg else f"ep{setting['num_train_epochs']:g}"
+        return f"{base}__lr{setting['learning_rate']:g}__{length}"
+
+    @property
+    def kg(self) -> bool:
+        """A WN18RR run, trained by `pairzoo.train_kg`."""
+        return self.comparison in KG_COMPARISONS
 
     def planned(self) -> PlannedRun:
         args = profile_train_args(self.comparison, self.arm, PROFILES[BASE_PROFILE], self.dataset) | self.setting
@@ -168,10 +203,52 @@ def plan(comparisons: "list[Comparison]", datasets: "tuple | None", arms: "tuple
     return runs
 
 
+def train_kg_and_record(run: TunedRun, backbone: str, env: dict, threads: "int | None" = None) -> dict:
+    """Train and evaluate a WN18RR `run` in a `pairzoo.train_kg` subprocess at `KG_RECIPE` and its setting, with
+    bfloat16 and threads - 1 batch-building workers where a GPU is present, `OMP_NUM_THREADS` = `threads` when given;
+    its run-file record, with dev MRR and Hits@k (x100) as the `validation_*` metrics. A subprocess that fails is a
+    CalledProcessError (its messages are printed above it)."""
+    from pairzoo.training.cli import has_accelerator
+
+    args = KG_RECIPE | run.setting
+    flags = [f"--{key}={value}" for key, value in args.items()]
+    if has_accelerator():
+        flags += ["--bf16", f"--dataloader_num_workers={max(1, (threads or os.cpu_count() or 1) - 1)}"]
+    child_env = dict(os.environ) if threads is None else {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    with tempfile.TemporaryDirectory(prefix="pairzoo-kg-") as scratch:
+        command = [sys.executable, "-m", "pairzoo.train_kg", "--model", "csr", "--backbone", backbone, "--seed"]
+        command += [str(run.seed), "--config_overrides", json.dumps(run.arm.overrides), "--output_dir", scratch]
+        t0 = time.time()
+        subprocess.run([*command, *flags, "--export", "False"], check=True, cwd=REPO, env=child_env)
+        result = json.loads((Path(scratch) / "metrics.json").read_text())
+    dev = result["dev"]
+    return {
+        "comparison": run.comparison.name,
+        "arm": run.arm.label,
+        "baseline": run.arm == run.comparison.baseline,
+        "model": run.arm.model,
+        "config_overrides": run.arm.overrides,
+        "dataset": run.dataset,
+        "split": "validation",
+        "seed": run.seed,
+        "profile": "tuned-kg",
+        "backbone": backbone,
+        "train_args": {**args, "bf16": "--bf16" in flags},
+        "metrics": {f"validation_{m}": None if dev.get(m) is None else 100 * dev[m] for m in KG_METRICS},
+        "train_steps": result["train_steps"],
+        "wall_seconds": round(time.time() - t0, 1),
+        **env,
+    }
+
+
 def train(run: TunedRun, backbone: str, runs_dir: Path, env: dict, threads: "int | None" = None) -> dict:
-    """Train `run` on `backbone` in a `pairzoo.train` subprocess and write its run file; its record."""
-    record = train_and_record(run.planned(), BASE_PROFILE, backbone, runs_dir.parent, env, threads)
-    record["profile"] = "tuned-" + BASE_PROFILE
+    """Train `run` on `backbone` in a `pairzoo.train` (or, for WN18RR, `pairzoo.train_kg`) subprocess and write its
+    run file; its record."""
+    if run.kg:
+        record = train_kg_and_record(run, backbone, env, threads)
+    else:
+        record = train_and_record(run.planned(), BASE_PROFILE, backbone, runs_dir.parent, env, threads)
+        record["profile"] = "tuned-" + BASE_PROFILE
     record["tuning"] = {
         "stage": run.stage,
         "setting": run.setting,
@@ -199,7 +276,7 @@ def run_all(
     def pending() -> list:
         return [r for r in plan(comparisons, datasets, arms, runs_dir) if not (runs_dir / f"{r.id}.json").exists()]
 
-    adapt_first([r.planned() for r in pending()], backbone, output_dir)
+    adapt_first([r.planned() for r in pending() if not r.kg], backbone, output_dir)
     runs_dir.mkdir(parents=True, exist_ok=True)
     threads = child_threads(workers)
     env = environment(threads)
@@ -245,7 +322,7 @@ def summarise_tuned(runs: "list[dict]", peer_runs: "list[dict]") -> "list[dict]"
         row["metric"] = main_metric(run["metrics"]).removeprefix("validation_")
         if run["tuning"]["stage"] == "select":
             row["grid"][setting_label(run["tuning"]["setting"])] = run_score(run)
-    comparisons = {c.name: c for c in available_comparisons()}
+    comparisons = {c.name: c for c in tuned_comparisons()}
     for row in rows.values():
         comparison = comparisons.get(row["comparison"])
         arm = next((a for a in comparison.arms if a.label == row["arm"]), None) if comparison else None
@@ -309,6 +386,13 @@ def tuned_markdown(rows: "list[dict]", devices: "list[str]", backbones: "list[st
         + ", ".join(devices)
         + "."
     ]
+    if any(r["comparison"] in {c.name for c in KG_COMPARISONS} for r in rows):
+        recipe = ", ".join(f"{key} {value:g}" for key, value in KG_RECIPE.items())
+        parts[0] += (
+            f" WN18RR (`csr-kg-*`): `pairzoo.train_kg` at {recipe} (bfloat16 on a GPU), tuned over lr / 3, lr, 3 lr "
+            "x max_steps, 2 max_steps; dev MRR and Hits@k x100 over all dev triples in both directions, filtered; "
+            "no peer recipe."
+        )
     for key in dict.fromkeys((r["comparison"], r["dataset"]) for r in rows):
         group = [r for r in rows if (r["comparison"], r["dataset"]) == key]
         lines = [
@@ -399,7 +483,7 @@ def main(argv: "list[str] | None" = None) -> None:
     written."""
     args = parse_flags(TuneArguments, argv, __doc__.split("\n")[0])
     output_dir = Path(args.output_dir)
-    known = {c.name: c for c in available_comparisons()}
+    known = {c.name: c for c in tuned_comparisons()}
     unknown = sorted(set(args.only or ()) - set(known))
     if unknown:
         raise ValueError(f"--only: unknown comparison(s) {unknown}; known: {sorted(known)}")

@@ -9,10 +9,14 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from test_kg import _write_graph  # noqa: E402
+
 from benchmarks import tune  # noqa: E402
 from pairzoo.console import run_command  # noqa: E402
+from pairzoo.training.kg import KgArguments, run_kg  # noqa: E402
+from pairzoo.zoo.csr import KG_ARMS  # noqa: E402
 
-COMPARISONS = {c.name: c for c in tune.available_comparisons()}
+COMPARISONS = {c.name: c for c in tune.tuned_comparisons()}
 
 
 def _arm(comparison: str, label: str):
@@ -45,23 +49,60 @@ def test_encoder_arms_share_the_grid_and_own_rate_arms_are_tuned_around_their_ra
     assert own == {(lr, e) for lr in (3.33e-4, 1e-3, 3e-3) for e in (5, 10)}
 
 
-def test_run_all_trains_the_grid_at_seed_0_then_the_chosen_setting_on_the_other_seeds(tmp_path, monkeypatch) -> None:
-    comparison = COMPARISONS["seaver-absa"]
-    arms = ("cross-encoder (transform)", "seaver (alpha 2)")
-    best = {arms[0]: (1e-4, 5), arms[1]: (2e-5, 2)}  # a grid whose best setting is known, per arm
+def test_wn18rr_arms_are_tuned_over_the_kg_recipes_rate_and_steps_against_their_router_free_arm() -> None:
+    tri, bi = COMPARISONS["csr-kg-tri"], COMPARISONS["csr-kg-bi"]
+    assert [a.label for a in tri.arms] == ["tri-hadamard", "tri-router", "tri-hadamard-router", "tri-router-reference"]
+    assert [a.label for a in bi.arms] == ["bi", "bi-router"]
+    assert all(arm.overrides == KG_ARMS[arm.label].overrides for arm in (*tri.arms, *bi.arms))
+    for comparison in (tri, bi):
+        assert all(KG_ARMS[arm.label].router_free == comparison.baseline.label for arm in comparison.arms[1:])
+        grid = tune.grid_for(comparison, comparison.arms[-1], "wn18rr")
+        assert [(s["learning_rate"], s["max_steps"]) for s in grid] == [
+            (lr, steps) for lr in (3.33e-5, 1e-4, 3e-4) for steps in (1500, 3000)
+        ]
+    run = tune.TunedRun(tri, tri.arms[1], "wn18rr", 0, grid[3], "select")
+    assert run.kg and run.id == "csr-kg-tri__tri-router__wn18rr__seed0__lr0.0001__steps3000"
+    assert tune.setting_label(grid[3]) == "lr 0.0001, 3000 steps"
+
+
+@pytest.mark.parametrize(
+    ("name", "dataset", "arms", "best", "metric"),
+    [
+        (
+            "seaver-absa",
+            "absa-laptops",
+            ("cross-encoder (transform)", "seaver (alpha 2)"),
+            ("lr 0.0001, 5 epochs", "lr 2e-05, 2 epochs"),
+            "validation_accuracy",
+        ),
+        (
+            "csr-kg-tri",
+            "wn18rr",
+            ("tri-hadamard", "tri-router"),
+            ("lr 0.0001, 3000 steps", "lr 3.33e-05, 1500 steps"),
+            "validation_mrr",
+        ),
+    ],
+)
+def test_run_all_trains_the_grid_at_seed_0_then_the_chosen_setting_on_the_other_seeds(
+    tmp_path, monkeypatch, name, dataset, arms, best, metric
+) -> None:
+    comparison = COMPARISONS[name]
+    best = dict(zip(arms, best))  # a grid whose best setting is known, per arm
     trained = []
 
     def fake_train(run, backbone, runs_dir, env, threads):
         assert backbone == "minilm"
-        setting = (run.setting["learning_rate"], run.setting["num_train_epochs"])
-        score = 80.0 if setting == best[run.arm.label] else 70.0 + run.setting["num_train_epochs"]
+        grid = tune.grid_for(run.comparison, run.arm, run.dataset)
+        setting = tune.setting_label(run.setting)
+        score = 80.0 if setting == best[run.arm.label] else 70.0 + grid.index(run.setting)
         record = {
             "comparison": run.comparison.name,
             "arm": run.arm.label,
             "baseline": run.arm == run.comparison.baseline,
             "dataset": run.dataset,
             "seed": run.seed,
-            "metrics": {"validation_accuracy": score + run.seed},
+            "metrics": {metric: score + run.seed},
             "tuning": {"stage": run.stage, "setting": run.setting},
         }
         tune.write_json_atomic(runs_dir / f"{run.id}.json", record)
@@ -70,32 +111,31 @@ def test_run_all_trains_the_grid_at_seed_0_then_the_chosen_setting_on_the_other_
 
     monkeypatch.setattr(tune, "train", fake_train)
     monkeypatch.setattr(tune, "environment", lambda threads: {})
-    tune.run_all(
-        [comparison], ("absa-laptops",), arms, tmp_path, "minilm", workers=2
-    )  # finals start as selections complete
+    tune.run_all([comparison], (dataset,), arms, tmp_path, "minilm", workers=2)  # finals start as selections complete
     for label in arms:
         select = [t for t in trained if t[0] == label and t[1] == "select"]
         final = [t for t in trained if t[0] == label and t[1] == "final"]
         assert len(select) == 6 and {t[2] for t in select} == {0}
         assert sorted((t[2], t[3]) for t in final) == [(1, best[label]), (2, best[label])]
     count = len(trained)
-    tune.run_all([comparison], ("absa-laptops",), arms, tmp_path, "minilm")  # resumes: nothing left to train
+    tune.run_all([comparison], (dataset,), arms, tmp_path, "minilm")  # resumes: nothing left to train
     assert len(trained) == count
 
     runs = tune.load_run_files(tmp_path)
     rows = {r["arm"]: r for r in tune.summarise_tuned(runs, [])}
-    assert rows[arms[0]]["chosen"] == "lr 0.0001, 5 epochs"
-    assert rows[arms[1]]["chosen"] == "lr 2e-05, 2 epochs"
+    assert rows[arms[0]]["chosen"] == best[arms[0]]
+    assert rows[arms[1]]["chosen"] == best[arms[1]]
     assert rows[arms[1]]["values"] == {0: 80.0, 1: 81.0, 2: 82.0}
-    grid = tune.grid_for(comparison, comparison.baseline, "absa-laptops")  # listed in the grid's order, not the files'
+    assert rows[arms[1]]["metric"] == metric.removeprefix("validation_")
+    text = tune.tuned_markdown(list(rows.values()), ["CPU"], ["minilm"])
+    assert ("WN18RR (`csr-kg-*`): `pairzoo.train_kg` at batch_size 256" in text) == (dataset == "wn18rr")
+    grid = tune.grid_for(comparison, comparison.baseline, dataset)  # listed in the grid's order, not the files'
     assert list(rows[arms[1]]["grid"]) == [tune.setting_label(setting) for setting in grid]
     assert rows[arms[1]]["verdict"] == "tie"  # identical values on both arms
     assert rows[arms[0]]["verdict"] is None  # the baseline has no verdict of its own
 
     trained.clear()
-    tune.run_all(
-        [comparison], ("absa-laptops",), arms, tmp_path / "one-worker", "minilm"
-    )  # one worker: the plan's order
+    tune.run_all([comparison], (dataset,), arms, tmp_path / "one-worker", "minilm")  # one worker: the plan's order
     assert [(label, stage) for label, stage, _, _ in trained] == [
         *[(arms[0], "select")] * 6,
         *[(arms[0], "final")] * 2,  # an arm's final runs before the next arm's selection
@@ -193,3 +233,43 @@ def test_a_folder_of_another_backbone_is_refused_and_the_report_contrasts_the_sa
     assert "Trained on: CPU, NVIDIA H100 80GB HBM3 (float32 with TF32 matrix products)." in text
     rows = json.loads((tmp_path / "tuned" / "summary.json").read_text())
     assert all(row["peer_recipe"] == {"0": 60.0, "1": 61.0, "2": 62.0} for row in rows)
+
+
+def test_a_wn18rr_run_trains_in_train_kg_and_records_its_dev_ranking(tmp_path, monkeypatch) -> None:
+    """A tuned WN18RR run (tiny-bert, a small graph, the recipe shrunk): `pairzoo.train_kg` at the recipe and the
+    run's setting; its record's metrics are the dev MRR and Hits@k x100 of the same training run made directly."""
+    data = _write_graph(tmp_path / "data")
+    monkeypatch.setenv("PAIRZOO_DATA_DIR", data)
+    monkeypatch.setattr(tune, "KG_RECIPE", {"batch_size": 4, "learning_rate": 1e-3, "max_length": 16, "max_steps": 2})
+    comparison = COMPARISONS["csr-kg-tri"]
+    arm = comparison.arms[1]
+    setting = tune.grid_for(comparison, arm, "wn18rr")[3]
+    assert setting == {"learning_rate": 1e-3, "max_steps": 4}
+    run = tune.TunedRun(comparison, arm, "wn18rr", 1, setting, "select")
+    record = tune.train_kg_and_record(run, "tiny-bert", {"hardware": {"cuda": None}})
+    assert record["train_steps"] == 4 and record["hardware"] == {"cuda": None} and record["profile"] == "tuned-kg"
+    assert record["train_args"] == {
+        "batch_size": 4,
+        "learning_rate": 1e-3,
+        "max_length": 16,
+        "max_steps": 4,
+        "bf16": False,
+    }
+    assert (record["arm"], record["baseline"], record["seed"]) == ("tri-router", False, 1)
+    direct = run_kg(
+        KgArguments(
+            backbone="tiny-bert",
+            config_overrides=json.dumps(arm.overrides),
+            data_dir=data,
+            output_dir=str(tmp_path / "direct"),
+            max_steps=4,
+            batch_size=4,
+            max_length=16,
+            learning_rate=1e-3,
+            seed=1,
+            export=False,
+        )
+    )
+    expected = {f"validation_{m}": 100 * direct["dev"][m] for m in tune.KG_METRICS}
+    assert record["metrics"] == pytest.approx(expected, abs=1e-6)
+    assert tune.run_score(record) == record["metrics"]["validation_mrr"]

@@ -25,8 +25,9 @@ def defined(value: object) -> bool:
 
 
 def main_metric(metrics: dict) -> str:
-    """`validation_accuracy` for classification runs, `validation_spearman` for regression runs."""
-    for name in ("validation_accuracy", "validation_spearman"):
+    """`validation_accuracy` for classification runs, `validation_spearman` for regression runs, `validation_mrr` for
+    link prediction runs (benchmarks/tune.py's WN18RR runs)."""
+    for name in ("validation_accuracy", "validation_spearman", "validation_mrr"):
         if name in metrics:
             return name
     raise ValueError(f"no known main metric among {sorted(metrics)}")

@@ -1,6 +1,8 @@
 """CSR (condition-specified routers): everything pairzoo knows about it, in one place (registry entry, card,
 benchmark, zoo)."""
 
+from typing import NamedTuple
+
 from ..configuration import CsrConfig
 from ..modeling import CsrModel
 from ..registry import ModelSpec
@@ -10,16 +12,37 @@ from .common import PEER_PROFILES, Arm, Comparison, SpeedTarget, ZooEntry
 CSR_PROFILES = ("cpu-medium", *PEER_PROFILES)
 TRI = {"architecture": "tri"}
 BI = {"architecture": "bi"}
-# Knowledge-graph arms (`pairzoo.train_kg` run folders `<arm>__seed<S>`, benchmarks/report.py's table) and the
-# router-free arm each is compared with.
+
+
+class KgArm(NamedTuple):
+    """A knowledge-graph arm: its `CsrConfig` overrides and the router-free arm it is compared with (None for a
+    router-free arm)."""
+
+    overrides: dict
+    router_free: "str | None"
+
+
+# Knowledge-graph arms on WN18RR (`pairzoo.train_kg` run folders `<arm>__seed<S>`, benchmarks/report.py's table;
+# tuned by benchmarks/tune.py as `KG_COMPARISONS`).
 KG_ARMS = {
-    "tri-hadamard": None,
-    "tri-router": "tri-hadamard",
-    "tri-hadamard-router": "tri-hadamard",
-    "tri-router-reference": "tri-hadamard",
-    "bi": None,
-    "bi-router": "bi",
+    "tri-hadamard": KgArm({"architecture": "tri", "use_router": False, "tri_head": "hadamard"}, None),
+    "tri-router": KgArm({"architecture": "tri"}, "tri-hadamard"),
+    "tri-hadamard-router": KgArm({"architecture": "tri", "tri_head": "hadamard"}, "tri-hadamard"),
+    # the reference code's reading of the router
+    "tri-router-reference": KgArm({"architecture": "tri", "router": "reference"}, "tri-hadamard"),
+    "bi": KgArm({"architecture": "bi", "use_router": False}, None),
+    "bi-router": KgArm({"architecture": "bi"}, "bi"),
 }
+# The same arms as comparisons, one per router-free baseline (its first arm): what benchmarks/tune.py tunes on WN18RR.
+KG_COMPARISONS = tuple(
+    Comparison(
+        f"csr-kg-{base.split('-')[0]}",
+        tuple(Arm(label, "csr", arm.overrides) for label, arm in KG_ARMS.items() if base in (label, arm.router_free)),
+        ("wn18rr",),
+    )
+    for base, arm in KG_ARMS.items()
+    if arm.router_free is None
+)
 
 # CSR routes each sentence by the condition, so it refuses pair data (it would read the second sentence as the
 # condition) and needs two sentences (a cosine regressor).

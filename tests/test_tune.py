@@ -58,11 +58,11 @@ def test_wn18rr_arms_are_tuned_over_the_kg_recipes_rate_and_steps_against_their_
         assert all(KG_ARMS[arm.label].router_free == comparison.baseline.label for arm in comparison.arms[1:])
         grid = tune.grid_for(comparison, comparison.arms[-1], "wn18rr")
         assert [(s["learning_rate"], s["max_steps"]) for s in grid] == [
-            (lr, steps) for lr in (3.33e-5, 1e-4, 3e-4) for steps in (1500, 3000)
+            (lr, steps) for lr in (3.33e-5, 1e-4, 3e-4) for steps in (1000, 2000)
         ]
     run = tune.TunedRun(tri, tri.arms[1], "wn18rr", 0, grid[3], "select")
-    assert run.kg and run.id == "csr-kg-tri__tri-router__wn18rr__seed0__lr0.0001__steps3000"
-    assert tune.setting_label(grid[3]) == "lr 0.0001, 3000 steps"
+    assert run.kg and run.id == "csr-kg-tri__tri-router__wn18rr__seed0__lr0.0001__steps2000"
+    assert tune.setting_label(grid[3]) == "lr 0.0001, 2000 steps"
 
 
 @pytest.mark.parametrize(
@@ -79,7 +79,7 @@ def test_wn18rr_arms_are_tuned_over_the_kg_recipes_rate_and_steps_against_their_
             "csr-kg-tri",
             "wn18rr",
             ("tri-hadamard", "tri-router"),
-            ("lr 0.0001, 3000 steps", "lr 3.33e-05, 1500 steps"),
+            ("lr 0.0001, 2000 steps", "lr 3.33e-05, 1000 steps"),
             "validation_mrr",
         ),
     ],

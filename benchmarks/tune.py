@@ -378,22 +378,23 @@ def tuned_markdown(rows: "list[dict]", devices: "list[str]", backbones: "list[st
     """The tuned comparison tables, one per (comparison, data set); `devices`: where the runs trained, `backbones`:
     what they started from."""
     names = ", ".join(f"`{b}`" for b in backbones)
-    parts = [
-        "Every arm tuned over the same grid on top of the `cpu-full` recipe (batch 16, warmup 0.1, weight decay "
-        f"0.01, length 128, backbone {names}), selected on dev at seed 0 (best main metric, ties to the smaller "
-        "setting), then run at its chosen setting on seeds 0-2 (`benchmarks/tune.py`). Verdict: gain / loss when the "
-        "difference of means exceeds the sum of the two seed stds, else tie; open while a side has < 3 seeds. The "
-        "peer-recipe columns are the same arms at the fixed `cpu-full` recipe, labelled, for contrast. Trained on: "
-        + ", ".join(devices)
-        + "."
-    ]
-    if any(r["comparison"] in {c.name for c in KG_COMPARISONS} for r in rows):
-        recipe = ", ".join(f"{key} {value:g}" for key, value in KG_RECIPE.items())
-        parts[0] += (
-            f" WN18RR (`csr-kg-*`): `pairzoo.train_kg` at {recipe} (bfloat16 on a GPU), tuned over lr / 3, lr, 3 lr "
-            "x max_steps, 2 max_steps; dev MRR and Hits@k x100 over all dev triples in both directions, filtered; "
-            "no peer recipe."
+    kg = {c.name for c in KG_COMPARISONS}
+    recipes = []
+    if any(r["comparison"] not in kg for r in rows):
+        recipes.append("on top of the `cpu-full` recipe (batch 16, warmup 0.1, weight decay 0.01, length 128")
+    if any(r["comparison"] in kg for r in rows):
+        steps = ", ".join(f"{key} {value:g}" for key, value in KG_RECIPE.items())
+        recipes.append(
+            f"for WN18RR (`csr-kg-*`) on top of `pairzoo.train_kg` at {steps} (bfloat16 on a GPU; dev MRR and "
+            "Hits@k x100, filtered, both directions; no peer recipe"
         )
+    parts = [
+        f"Every arm tuned over the same grid {'), and '.join(recipes)}, backbone {names}), selected on dev at seed 0 "
+        "(best main metric, ties to the smaller setting), then run at its chosen setting on seeds 0-2 "
+        "(`benchmarks/tune.py`). Verdict: gain / loss when the difference of means exceeds the sum of the two seed "
+        "stds, else tie; open while a side has < 3 seeds. The peer-recipe columns are the same arms at the fixed "
+        "`cpu-full` recipe, labelled, for contrast. Trained on: " + ", ".join(devices) + "."
+    ]
     for key in dict.fromkeys((r["comparison"], r["dataset"]) for r in rows):
         group = [r for r in rows if (r["comparison"], r["dataset"]) == key]
         lines = [

@@ -128,7 +128,8 @@ def test_run_all_trains_the_grid_at_seed_0_then_the_chosen_setting_on_the_other_
     assert rows[arms[1]]["values"] == {0: 80.0, 1: 81.0, 2: 82.0}
     assert rows[arms[1]]["metric"] == metric.removeprefix("validation_")
     text = tune.tuned_markdown(list(rows.values()), ["CPU"], ["minilm"])
-    assert ("WN18RR (`csr-kg-*`): `pairzoo.train_kg` at batch_size 256" in text) == (dataset == "wn18rr")
+    kg_recipe = "for WN18RR (`csr-kg-*`) on top of `pairzoo.train_kg` at batch_size 256"
+    assert (kg_recipe in text, "on top of the `cpu-full` recipe" in text) == (dataset == "wn18rr", dataset != "wn18rr")
     grid = tune.grid_for(comparison, comparison.baseline, dataset)  # listed in the grid's order, not the files'
     assert list(rows[arms[1]]["grid"]) == [tune.setting_label(setting) for setting in grid]
     assert rows[arms[1]]["verdict"] == "tie"  # identical values on both arms

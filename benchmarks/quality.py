@@ -411,6 +411,11 @@ def child_threads(workers: int) -> "int | None":
     return max(1, (os.cpu_count() or 1) // workers)
 
 
+def child_environment(threads: "int | None" = None) -> dict:
+    """This process's environment for a training subprocess, with `OMP_NUM_THREADS` = `threads` when given."""
+    return dict(os.environ) if threads is None else {**os.environ, "OMP_NUM_THREADS": str(threads)}
+
+
 def run_one(argv: list[str], launcher: str, output_dir: Path, threads: "int | None" = None) -> dict:
     """Train and evaluate once in a `pairzoo.train` subprocess (`launcher` "python": `python -m pairzoo.train`,
     "accelerate": `accelerate launch -m pairzoo.train`), with `OMP_NUM_THREADS` = `threads` when given; the validation
@@ -418,8 +423,7 @@ def run_one(argv: list[str], launcher: str, output_dir: Path, threads: "int | No
     printed above it)."""
     module = ["-m", "pairzoo.train", *argv, "--disable_tqdm", "True"]
     command = [sys.executable, *module] if launcher == "python" else ["accelerate", "launch", *module]
-    env = dict(os.environ) if threads is None else {**os.environ, "OMP_NUM_THREADS": str(threads)}
-    subprocess.run(command, check=True, cwd=REPO, env=env)
+    subprocess.run(command, check=True, cwd=REPO, env=child_environment(threads))
     return json.loads((output_dir / "metrics.json").read_text())["metrics"]
 
 

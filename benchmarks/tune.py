@@ -61,6 +61,7 @@ from benchmarks.quality import (  # noqa: E402
     available_comparisons,
     base_backbone,
     check_backbone,
+    child_environment,
     child_threads,
     device_label,
     environment,
@@ -215,12 +216,11 @@ def train_kg_and_record(run: TunedRun, backbone: str, env: dict, threads: "int |
     flags = [f"--{key}={value}" for key, value in args.items()]
     if has_accelerator():
         flags += ["--bf16", f"--dataloader_num_workers={max(1, (threads or os.cpu_count() or 1) - 1)}"]
-    child_env = dict(os.environ) if threads is None else {**os.environ, "OMP_NUM_THREADS": str(threads)}
     with tempfile.TemporaryDirectory(prefix="pairzoo-kg-") as scratch:
         command = [sys.executable, "-m", "pairzoo.train_kg", "--model", "csr", "--backbone", backbone, "--seed"]
         command += [str(run.seed), "--config_overrides", json.dumps(run.arm.overrides), "--output_dir", scratch]
         t0 = time.time()
-        subprocess.run([*command, *flags, "--export", "False"], check=True, cwd=REPO, env=child_env)
+        subprocess.run([*command, *flags, "--export", "False"], check=True, cwd=REPO, env=child_environment(threads))
         result = json.loads((Path(scratch) / "metrics.json").read_text())
     dev = result["dev"]
     return {

@@ -91,7 +91,7 @@ def test_gradient_checkpointing_recomputes_every_layer_and_keeps_the_gradients(n
     batch = _batch(model, name, load_tokenizer(backbone))
     expected = _gradients(model, batch)
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": reentrant})
-    assert model.is_gradient_checkpointing
+    assert model.is_activation_checkpointing
     layers = range(len(layer_list(model.backbone)))
     calls = {index: 0 for index in layers}
     handles = [
@@ -138,7 +138,7 @@ def test_trainer_gradient_checkpointing_trains_methods_that_hook_layers(name, tm
         data_collator=make_collator(model, tokenizer, 32),
     )
     result = trainer.train()
-    assert model.is_gradient_checkpointing and math.isfinite(result.training_loss)
+    assert model.is_activation_checkpointing and math.isfinite(result.training_loss)
 
 
 @pytest.mark.parametrize(

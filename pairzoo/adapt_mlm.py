@@ -2,13 +2,14 @@
 
 Continues MLM training of an encoder on the sentences of one task's training split (both sentences of each pair,
 each distinct sentence once; the validation and test splits are never read) and saves a backbone folder: the model
-with its MLM head (`BertForMaskedLM` / `RobertaForMaskedLM` layout), the original backbone's pooler weights when it
+with its MLM head (its architecture's `AutoModelForMaskedLM` layout), the original backbone's pooler weights when it
 has them (the masked-LM class has no pooler and would drop them; MLM training never touches them), the tokenizer, and
 `adaptation.json` (what it was adapted on, with which budget, and the final training loss).
 
-The bundled `minilm` is saved without an MLM head: a new head is initialised (transform dense + LayerNorm, decoder
-tied to the input embeddings as BERT does, zero output bias) and trained with the encoder. A backbone that already
-has an MLM head is refused unless `--allow_existing_head` says to continue training that head.
+The bundled `minilm` is saved without an MLM head, as sentence-embedding checkpoints and ELECTRA discriminators are: a
+new head is initialised (the architecture's own; for BERT a transform dense + LayerNorm, the decoder tied to the input
+embeddings, zero output bias) and trained with the encoder. A backbone that already has an MLM head is refused unless
+`--allow_existing_head` says to continue training that head.
 
 Budget (defaults): 3 epochs (`--num_train_epochs`; `--max_steps N` > 0 overrides it), batch 32, learning rate 1e-4
 with 6% linear warm-up (TAPT's values), `mlm_probability` 0.15 with BERT's 80/10/10 replacement
@@ -43,7 +44,6 @@ from pathlib import Path
 import torch
 from transformers import (
     AutoModel,
-    AutoModelForMaskedLM,
     AutoTokenizer,
     DataCollatorForLanguageModeling,
     Trainer,
@@ -55,6 +55,7 @@ from transformers.utils import logging
 from .backbones import DEFAULT_BACKBONE, resolve_backbone
 from .console import ConsoleArguments, OneLineErrorParser, run_command
 from .fileio import give_plain_modes, make_temporary_folder, write_text_atomic
+from .modeling.modeling_neighbor_attention import masked_lm_from_pretrained
 from .training.data import has_training_split, load_dataset
 
 logger = logging.get_logger(__name__)
@@ -62,7 +63,6 @@ logger = logging.get_logger(__name__)
 PROG = "pairzoo.adapt_mlm"
 MIN_SENTENCES = 16
 ADAPTATION_FILE = "adaptation.json"
-MLM_HEAD_PREFIXES = ("cls.", "lm_head.")
 
 
 @dataclass
@@ -187,8 +187,7 @@ def training_sentences(dataset: str, data_dir: "str | None" = None, max_train_sa
 def load_masked_lm(backbone: str, allow_existing_head: bool) -> "tuple[torch.nn.Module, str, bool]":
     """The backbone as a masked LM, its path, and whether its MLM head is new (initialised here)."""
     path = resolve_backbone(backbone)
-    model, info = AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True)
-    new_head = any(key.startswith(MLM_HEAD_PREFIXES) for key in info["missing_keys"])
+    model, new_head = masked_lm_from_pretrained(path)
     if not new_head and not allow_existing_head:
         raise ValueError(
             f"backbone {backbone!r} already has an MLM head; pass --allow_existing_head to continue training it."

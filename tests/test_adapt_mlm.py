@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import AutoModelForMaskedLM, BertForMaskedLM, BertModel
+from transformers import AutoModel, AutoModelForMaskedLM, BertForMaskedLM, BertModel
 
 from pairzoo import create_model, load_tokenizer
-from pairzoo.adapt_mlm import ADAPTATION_FILE, MIN_SENTENCES, main, parse_args, training_sentences
-from pairzoo.backbones import tiny_backbone_config
+from pairzoo.adapt_mlm import ADAPTATION_FILE, MIN_SENTENCES, load_masked_lm, main, parse_args, training_sentences
+from pairzoo.backbones import TINY_ARCHITECTURES, tiny_backbone_config
 from pairzoo.train import console_main
 from pairzoo.training.expressiveness import evaluate_expressiveness
 
@@ -147,6 +147,33 @@ def test_existing_head_is_continued_with_the_flag(tmp_path):
     assert json.loads((tmp_path / "out" / ADAPTATION_FILE).read_text())["mlm_head"] == "continued"
     info = BertModel.from_pretrained(tmp_path / "out", output_loading_info=True)[1]
     assert sorted(info["missing_keys"]) == ["pooler.dense.bias", "pooler.dense.weight"]  # the original had none
+
+
+@pytest.mark.parametrize("name", TINY_ARCHITECTURES)
+def test_a_new_head_is_told_from_an_existing_one_on_every_architecture(name, tmp_path):
+    """An encoder saved without an MLM head (as sentence-embedding models and ELECTRA discriminators are) gets a new
+    head whatever its architecture names the head's modules; one saved as a masked LM is refused without the flag."""
+    torch.manual_seed(0)
+    AutoModel.from_config(tiny_backbone_config(name)).save_pretrained(tmp_path / "encoder")
+    AutoModelForMaskedLM.from_config(tiny_backbone_config(name)).save_pretrained(tmp_path / "mlm")
+    model, _, new_head = load_masked_lm(str(tmp_path / "encoder"), allow_existing_head=False)
+    assert new_head and type(model).__name__.endswith("ForMaskedLM")
+    assert not load_masked_lm(str(tmp_path / "mlm"), allow_existing_head=True)[2]
+    with pytest.raises(ValueError, match="already has an MLM head"):
+        load_masked_lm(str(tmp_path / "mlm"), allow_existing_head=False)
+
+
+def test_an_electra_discriminator_is_adapted_with_a_new_head(tmp_path):
+    """A headless ELECTRA encoder adapts end to end: recorded as a new head, saved in the masked-LM layout, and
+    neighbor attention on the folder decodes with it."""
+    torch.manual_seed(0)
+    AutoModel.from_config(tiny_backbone_config("tiny-electra")).save_pretrained(tmp_path / "backbone")
+    load_tokenizer("tiny-electra").save_pretrained(tmp_path / "backbone")
+    data, out = _sick(tmp_path, 12), tmp_path / "adapted"
+    assert main(_args(data, tmp_path / "backbone", out, "--max_steps", "1")) == 0
+    assert json.loads((out / ADAPTATION_FILE).read_text())["mlm_head"] == "new"
+    model = create_model("neighbor-attention", backbone=str(out), num_labels=3, **NA)
+    assert model.config.token_decoder == "mlm_head"
 
 
 def test_overwrite_replaces_a_non_empty_output_dir(tmp_path):

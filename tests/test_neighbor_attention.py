@@ -14,6 +14,7 @@ from pairzoo.modeling.encoders import project
 from pairzoo.modeling.modeling_neighbor_attention import (
     NeighborAttentionForSequenceClassification,
     encode_neighbor_attention_inputs,
+    masked_lm_from_pretrained,
 )
 from pairzoo.training import expressiveness
 from pairzoo.training.collators import make_collator
@@ -835,6 +836,29 @@ def test_from_backbone_without_mlm_head_decodes_through_the_input_embeddings(nam
         torch.testing.assert_close(model.decode_mask_logits(states), states @ word.T, rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match="no MLM-head weights"):
         NeighborAttentionForSequenceClassification.from_backbone(str(tmp_path), token_decoder="mlm_head", **TINY)
+
+
+def test_loading_a_checkpoint_names_what_it_lacks_in_one_line_each(tmp_path, capfd, caplog):
+    """A headless checkpoint loads with pairzoo's one line about the [MASK] decoder, not transformers' load report
+    (which calls it corrupted); an encoder weight the checkpoint lacks is named."""
+    set_seed(0)
+    encoder = AutoModel.from_config(tiny_backbone_config("tiny-bert"))
+    encoder.save_pretrained(tmp_path / "whole")
+    state = {k: v for k, v in encoder.state_dict().items() if k != "encoder.layer.1.output.dense.weight"}
+    lacking = ["bert.encoder.layer.1.output.dense.weight"]  # as the masked LM names it
+    encoder.save_pretrained(tmp_path / "partial", state_dict=state)
+    capfd.readouterr()
+    NeighborAttentionForSequenceClassification.from_backbone(str(tmp_path / "whole"), **TINY)
+    assert [record.getMessage() for record in caplog.records] == [
+        f"{tmp_path / 'whole'} has no MLM head: [MASK] states are decoded through the input embeddings."
+    ]
+    assert not [line for line in capfd.readouterr().err.splitlines() if line.strip() and "Loading weights" not in line]
+    caplog.clear()
+    _, head_missing = masked_lm_from_pretrained(str(tmp_path / "partial"))
+    assert head_missing and [record.getMessage() for record in caplog.records] == [
+        f"{tmp_path / 'partial'} lacks 1 encoder weight(s), newly initialised: {lacking}"
+    ]
+    assert not [line for line in capfd.readouterr().err.splitlines() if line.strip() and "Loading weights" not in line]
 
 
 # the MLM-head keys pairzoo wrote before the head took its architecture's own modules, by the current names

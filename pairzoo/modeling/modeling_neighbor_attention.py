@@ -73,7 +73,7 @@ from torch import nn
 from transformers import AutoModelForMaskedLM, PreTrainedConfig, PreTrainedModel
 from transformers import initialization as init
 from transformers.modeling_outputs import BaseModelOutput
-from transformers.utils import ModelOutput, can_return_tuple
+from transformers.utils import ModelOutput, can_return_tuple, logging
 
 from ..configuration.configuration_neighbor_attention import NeighborAttentionConfig
 from .common import _HUB_KWARGS, PairzooPreTrainedModel, build_backbone, logger
@@ -361,9 +361,27 @@ class NeighborProjections(nn.Module):
         self.value = nn.Linear(hidden_size, hidden_size)
 
 
-def _head_missing(mlm: PreTrainedModel, missing_keys: "list[str]") -> bool:
-    """Whether a masked-LM checkpoint lacked MLM-head weights: a missing key outside its encoder."""
-    return any(not key.startswith(mlm.base_model_prefix + ".") for key in missing_keys)
+def masked_lm_from_pretrained(name_or_path: str) -> "tuple[PreTrainedModel, bool]":
+    """A checkpoint as its architecture's `AutoModelForMaskedLM`, and whether it lacked MLM-head weights (a missing
+    key outside the encoder; that head is then newly initialised).
+
+    transformers' own load report is held back: for a checkpoint saved without a head (a sentence-embedding model,
+    the bundled MiniLM) it lists the head and calls the checkpoint corrupted. Encoder weights the checkpoint lacks are
+    logged here instead, by name.
+    """
+    verbosity = logging.get_verbosity()
+    logging.set_verbosity_error()
+    try:
+        mlm, info = AutoModelForMaskedLM.from_pretrained(name_or_path, output_loading_info=True)
+    finally:
+        logging.set_verbosity(verbosity)
+    prefix = mlm.base_model_prefix + "."
+    encoder_missing = [key for key in info["missing_keys"] if key.startswith(prefix)]
+    if encoder_missing:
+        logger.warning(
+            "%s lacks %d encoder weight(s), newly initialised: %s", name_or_path, len(encoder_missing), encoder_missing
+        )
+    return mlm, len(encoder_missing) < len(info["missing_keys"])
 
 
 def _pretrained_projection(
@@ -501,8 +519,7 @@ class NeighborAttentionForSequenceClassification(PairzooPreTrainedModel):
         input-embedding matrix otherwise (logged); `token_decoder="mlm_head"` on a checkpoint without one is an
         error.
         """
-        mlm, info = AutoModelForMaskedLM.from_pretrained(name_or_path, output_loading_info=True)
-        head_missing = _head_missing(mlm, info["missing_keys"])
+        mlm, head_missing = masked_lm_from_pretrained(name_or_path)
         decoder = method_kwargs.get("token_decoder")
         if decoder == "mlm_head" and head_missing:
             raise ValueError(f"token_decoder='mlm_head' but {name_or_path!r} has no MLM-head weights.")

@@ -379,21 +379,28 @@ def tuned_markdown(rows: "list[dict]", devices: "list[str]", backbones: "list[st
     what they started from."""
     names = ", ".join(f"`{b}`" for b in backbones)
     kg = {c.name for c in KG_COMPARISONS}
+    text_rows, kg_rows = any(r["comparison"] not in kg for r in rows), any(r["comparison"] in kg for r in rows)
     recipes = []
-    if any(r["comparison"] not in kg for r in rows):
-        recipes.append("on top of the `cpu-full` recipe (batch 16, warmup 0.1, weight decay 0.01, length 128")
-    if any(r["comparison"] in kg for r in rows):
+    if text_rows:
+        recipes.append("on top of the `cpu-full` recipe (batch 16, warmup 0.1, weight decay 0.01, length 128)")
+    if kg_rows:
         steps = ", ".join(f"{key} {value:g}" for key, value in KG_RECIPE.items())
         recipes.append(
             f"for WN18RR (`csr-kg-*`) on top of `pairzoo.train_kg` at {steps} (bfloat16 on a GPU; dev MRR and "
-            "Hits@k x100, filtered, both directions; no peer recipe"
+            "Hits@k x100, filtered, both directions)"
         )
+    peer = []
+    if text_rows:
+        peer.append(
+            "The peer-recipe columns are the same arms at the fixed `cpu-full` recipe, labelled, for contrast."
+        )
+    if kg_rows:
+        peer.append("WN18RR has no peer recipe: its peer-recipe columns stay empty.")
     parts = [
-        f"Every arm tuned over the same grid {'), and '.join(recipes)}, backbone {names}), selected on dev at seed 0 "
-        "(best main metric, ties to the smaller setting), then run at its chosen setting on seeds 0-2 "
+        f"Every arm tuned over the same grid {', and '.join(recipes)}, from backbone {names}, selected on dev at "
+        "seed 0 (best main metric, ties to the smaller setting), then run at its chosen setting on seeds 0-2 "
         "(`benchmarks/tune.py`). Verdict: gain / loss when the difference of means exceeds the sum of the two seed "
-        "stds, else tie; open while a side has < 3 seeds. The peer-recipe columns are the same arms at the fixed "
-        "`cpu-full` recipe, labelled, for contrast. Trained on: " + ", ".join(devices) + "."
+        f"stds, else tie; open while a side has < 3 seeds. {' '.join(peer)} Trained on: {', '.join(devices)}."
     ]
     for key in dict.fromkeys((r["comparison"], r["dataset"]) for r in rows):
         group = [r for r in rows if (r["comparison"], r["dataset"]) == key]

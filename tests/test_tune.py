@@ -130,6 +130,8 @@ def test_run_all_trains_the_grid_at_seed_0_then_the_chosen_setting_on_the_other_
     text = tune.tuned_markdown(list(rows.values()), ["CPU"], ["minilm"])
     kg_recipe = "for WN18RR (`csr-kg-*`) on top of `pairzoo.train_kg` at batch_size 256"
     assert (kg_recipe in text, "on top of the `cpu-full` recipe" in text) == (dataset == "wn18rr", dataset != "wn18rr")
+    peer = ("at the fixed `cpu-full` recipe" in text, "WN18RR has no peer recipe" in text)
+    assert peer == (dataset != "wn18rr", dataset == "wn18rr")
     grid = tune.grid_for(comparison, comparison.baseline, dataset)  # listed in the grid's order, not the files'
     assert list(rows[arms[1]]["grid"]) == [tune.setting_label(setting) for setting in grid]
     assert rows[arms[1]]["verdict"] == "tie"  # identical values on both arms

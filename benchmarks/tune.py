@@ -78,6 +78,7 @@ from pairzoo.hub_cards.results import defined, main_metric  # noqa: E402
 from pairzoo.zoo.csr import KG_COMPARISONS  # noqa: E402
 
 BASE_PROFILE = "cpu-full"
+KG_NAMES = frozenset(c.name for c in KG_COMPARISONS)  # the comparisons trained by `pairzoo.train_kg`
 DEFAULT_OUTPUT = REPO / "benchmarks" / "results" / "tuned-cpu-full"
 PEER_RECIPE_DIR = REPO / "benchmarks" / "results" / BASE_PROFILE
 SEEDS = (0, 1, 2)
@@ -149,7 +150,7 @@ class TunedRun:
     @property
     def kg(self) -> bool:
         """A WN18RR run, trained by `pairzoo.train_kg`."""
-        return self.comparison in KG_COMPARISONS
+        return self.comparison.name in KG_NAMES
 
     def planned(self) -> PlannedRun:
         args = profile_train_args(self.comparison, self.arm, PROFILES[BASE_PROFILE], self.dataset) | self.setting
@@ -378,8 +379,8 @@ def tuned_markdown(rows: "list[dict]", devices: "list[str]", backbones: "list[st
     """The tuned comparison tables, one per (comparison, data set); `devices`: where the runs trained, `backbones`:
     what they started from."""
     names = ", ".join(f"`{b}`" for b in backbones)
-    kg = {c.name for c in KG_COMPARISONS}
-    text_rows, kg_rows = any(r["comparison"] not in kg for r in rows), any(r["comparison"] in kg for r in rows)
+    text_rows = any(r["comparison"] not in KG_NAMES for r in rows)
+    kg_rows = any(r["comparison"] in KG_NAMES for r in rows)
     recipes = []
     if text_rows:
         recipes.append("on top of the `cpu-full` recipe (batch 16, warmup 0.1, weight decay 0.01, length 128)")

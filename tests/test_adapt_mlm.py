@@ -3,6 +3,7 @@ neighbor attention and the train CLI, and the bad inputs (clear one-line errors,
 
 import json
 import re
+import warnings
 from pathlib import Path
 
 import pytest
@@ -139,6 +140,14 @@ def test_train_cli_accepts_the_adapted_folder(adapted, tmp_path):
     flags += ["--report_to", "none", "--disable_tqdm", "true", "--export", "false"]
     assert console_main(flags) == 0
     assert (out / "metrics.json").is_file()
+
+
+def test_an_adaptation_on_cpu_gives_no_pin_memory_warning(tmp_path):
+    data, backbone = _sick(tmp_path, 12), _backbone(tmp_path / "backbone")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(_args(data, backbone, tmp_path / "out", "--max_steps", "1")) == 0
+    assert not [w for w in caught if "pin_memory" in str(w.message)], [str(w.message) for w in caught]
 
 
 def test_existing_head_is_continued_with_the_flag(tmp_path):

@@ -56,7 +56,7 @@ from .backbones import DEFAULT_BACKBONE, resolve_backbone
 from .console import ConsoleArguments, OneLineErrorParser, run_command
 from .fileio import give_plain_modes, make_temporary_folder, write_text_atomic
 from .modeling.modeling_neighbor_attention import masked_lm_from_pretrained
-from .training.cli import has_accelerator
+from .training.cli import unpin_memory_without_accelerator
 from .training.data import has_training_split, load_dataset
 
 logger = logging.get_logger(__name__)
@@ -253,8 +253,7 @@ def adapt(args: AdaptArguments, training_args: AdaptTrainingArguments) -> dict:
         with tempfile.TemporaryDirectory() as work:
             trainer_args = copy.copy(training_args)
             trainer_args.output_dir = work
-            if trainer_args.use_cpu or not has_accelerator():
-                trainer_args.dataloader_pin_memory = False  # nothing to pin host memory for
+            unpin_memory_without_accelerator(trainer_args)
             collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=args.mlm_probability)
             trainer = Trainer(model=model, args=trainer_args, train_dataset=corpus, data_collator=collator)
             result = trainer.train()

@@ -207,6 +207,18 @@ def test_fp16_on_the_cpu_is_refused(tmp_path, capsys, monkeypatch, flags, accele
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    "accelerator, use_cpu, pinned", [(True, False, True), (True, True, False), (False, False, False)]
+)
+def test_host_memory_is_pinned_only_for_a_run_on_an_accelerator(tmp_path, monkeypatch, accelerator, use_cpu, pinned):
+    from transformers import TrainingArguments
+
+    monkeypatch.setattr(cli, "has_accelerator", lambda: accelerator)
+    args = TrainingArguments(output_dir=str(tmp_path), use_cpu=use_cpu, report_to="none")
+    cli.unpin_memory_without_accelerator(args)
+    assert args.dataloader_pin_memory is pinned
+
+
 def test_the_kg_trainer_has_no_fp16_and_says_so(tmp_path, capsys):
     out = tmp_path / "out"
     assert kg_console_main(_kg_argv(tmp_path, out, "--fp16", "true")) == 2

@@ -919,8 +919,7 @@ def run(model_args: ModelArguments, data_args: DataArguments, training_args: Tra
     collator = make_collator(model, tokenizer, data_args.max_length, label_bounds)
     training_args.remove_unused_columns = False  # the collator encodes the text columns
     training_args.label_names = ["labels"]
-    if training_args.use_cpu or not has_accelerator():
-        training_args.dataloader_pin_memory = False  # nothing to pin host memory for
+    unpin_memory_without_accelerator(training_args)
     stats_callback = TrainingStatsCallback()
     with claimed_output_dir(training_args.output_dir, training_args):
         trainer = GuardedTrainer(
@@ -1103,6 +1102,13 @@ def has_accelerator() -> bool:
     return torch.cuda.is_available()
 
 
+def unpin_memory_without_accelerator(training_args: TrainingArguments) -> None:
+    """Turn off pinned host memory for the data loaders when the run is on the CPU (`use_cpu` or no accelerator):
+    there is nothing to pin it for, and torch warns about it."""
+    if training_args.use_cpu or not has_accelerator():
+        training_args.dataloader_pin_memory = False
+
+
 __all__ = [
     "DataArguments",
     "GuardedTrainer",
@@ -1133,4 +1139,5 @@ __all__ = [
     "undefined_metrics",
     "undefined_to_none",
     "undone_on_failure",
+    "unpin_memory_without_accelerator",
 ]

@@ -65,6 +65,7 @@ from .cli import (
     strict_json,
     undefined_metrics,
     undefined_to_none,
+    unpin_memory_without_accelerator,
 )
 from .data import load_dataset, load_kg_entities, load_kg_folder
 
@@ -686,10 +687,10 @@ def run_kg(args: KgArguments) -> dict:
         bf16=args.bf16,
         dataloader_num_workers=args.dataloader_num_workers,
         use_cpu=not has_accelerator(),
-        dataloader_pin_memory=has_accelerator(),  # nothing to pin host memory for without one
         seed=args.seed,
         disable_tqdm=True,
     )
+    unpin_memory_without_accelerator(training_args)
     check_world_size(training_args)
     collator = KgCollator(tokenizer, input_format, entity_index, args.max_length, known_answers(train_rows))
     with claimed_output_dir(args.output_dir, training_args):

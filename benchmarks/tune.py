@@ -22,7 +22,9 @@ Each run is one `pairzoo.train` subprocess, written atomically as one JSON file 
 benchmark's record plus `tuning`: the grid, the stage and the setting); existing files are kept, so an interrupted
 command resumes. `--workers N` trains N runs at once (`benchmarks/quality.py`'s `run_pool`); a final run starts as soon
 as its arm's selection is complete, before the later arms' selection runs; `--time_budget_s S` starts no run that
-could end past S seconds. Bad input prints one line, `tune.py: error: ...`, and exits with status 2.
+could end past S seconds; `--settings "lr 0.001, 5 epochs" ...` trains only the runs at those grid settings (to fit a
+run into the time left; an arm's selection still waits for its whole grid). Bad input prints one line,
+`tune.py: error: ...`, and exits with status 2.
 `--backbone NAME` starts every run from another backbone (default: the bundled MiniLM); run files are named without
 their backbone, so each backbone has its own `--output_dir` (a folder holding another backbone's runs is refused).
 `--report` writes `<output_dir>/RESULTS.md` and `summary.json`: per comparison and data set, each
@@ -186,9 +188,16 @@ def selection_scores(comparison: Comparison, arm: Arm, dataset: str, runs_dir: P
     return scores
 
 
-def plan(comparisons: "list[Comparison]", datasets: "tuple | None", arms: "tuple | None", runs_dir: Path) -> list:
+def plan(
+    comparisons: "list[Comparison]",
+    datasets: "tuple | None",
+    arms: "tuple | None",
+    runs_dir: Path,
+    settings: "tuple | None" = None,
+) -> list:
     """Per comparison, data set and arm (in the order given): the selection runs, then, once the selection is
-    complete, the final runs, so an arm's final runs come before the later arms' selection runs."""
+    complete, the final runs, so an arm's final runs come before the later arms' selection runs; with `settings`
+    (`setting_label`s), only the runs at those settings."""
     pairs = [
         (c, a, d)
         for c in comparisons
@@ -203,7 +212,7 @@ def plan(comparisons: "list[Comparison]", datasets: "tuple | None", arms: "tuple
         chosen = select(selection_scores(c, a, d, runs_dir), grid_for(c, a, d))
         if chosen is not None:
             runs += [TunedRun(c, a, d, seed, chosen, "final") for seed in SEEDS if seed != 0]
-    return runs
+    return [r for r in runs if settings is None or setting_label(r.setting) in settings]
 
 
 def train_kg_and_record(run: TunedRun, backbone: str, env: dict, threads: "int | None" = None) -> dict:
@@ -269,14 +278,16 @@ def run_all(
     backbone: str,
     workers: int = 1,
     deadline: "float | None" = None,
+    settings: "tuple | None" = None,
 ) -> None:
-    """Train every planned run that has no file yet on `backbone`, `workers` at a time, re-planning whenever a run
-    ends so the final runs follow the selection; no run starts that could end past `deadline` (`run_pool`). A
-    SystemExit names the runs that failed; the others' files are written."""
+    """Train every planned run (at `settings` only, when given) that has no file yet on `backbone`, `workers` at a
+    time, re-planning whenever a run ends so the final runs follow the selection; no run starts that could end past
+    `deadline` (`run_pool`). A SystemExit names the runs that failed; the others' files are written."""
     runs_dir = output_dir / "runs"
 
     def pending() -> list:
-        return [r for r in plan(comparisons, datasets, arms, runs_dir) if not (runs_dir / f"{r.id}.json").exists()]
+        runs = plan(comparisons, datasets, arms, runs_dir, settings)
+        return [r for r in runs if not (runs_dir / f"{r.id}.json").exists()]
 
     adapt_first([r.planned() for r in pending() if not r.kg], backbone, output_dir)
     runs_dir.mkdir(parents=True, exist_ok=True)
@@ -471,6 +482,9 @@ class TuneArguments:
     only: list[str] | None = field(default=None, metadata={"help": "tune only these comparisons"})
     datasets: list[str] | None = field(default=None, metadata={"help": "of those, only these data sets"})
     arms: list[str] | None = field(default=None, metadata={"help": "of those, only these arm labels"})
+    settings: list[str] | None = field(
+        default=None, metadata={"help": "of those, only the runs at these grid settings, as --list writes them"}
+    )
     workers: int = field(default=1, metadata={"help": "train this many runs at once, each in its own subprocess"})
     time_budget_s: int | None = field(
         default=None,
@@ -506,16 +520,29 @@ def main(argv: "list[str] | None" = None) -> None:
         print(report(output_dir, None if args.readme is None else Path(args.readme), Path(args.peer_recipe_dir)))
         return
     datasets = tuple(args.datasets) if args.datasets else None
+    settings = tuple(args.settings) if args.settings else None
+    if settings:
+        grids = {
+            setting_label(s)
+            for c in comparisons
+            for d in c.datasets
+            if datasets is None or d in datasets
+            for a in profile_arms(c, BASE_PROFILE)
+            if arms is None or a.label in arms
+            for s in grid_for(c, a, d)
+        }
+        if set(settings) - grids:
+            raise ValueError(f"--settings: not in the grid(s) {sorted(set(settings) - grids)}; known: {sorted(grids)}")
     backbone = args.backbone or PROFILES[BASE_PROFILE].backbone
     check_backbone(output_dir / "runs", backbone)
     if args.list:
         runs_dir = output_dir / "runs"
-        for run in plan(comparisons, datasets, arms, runs_dir):
+        for run in plan(comparisons, datasets, arms, runs_dir, settings):
             done = "done" if (runs_dir / f"{run.id}.json").exists() else "to run"
             print(f"{run.stage:6} {run.id} ({setting_label(run.setting)}): {done}")
         return
     deadline = None if args.time_budget_s is None else time.time() + args.time_budget_s
-    run_all(comparisons, datasets, arms, output_dir, backbone, args.workers, deadline)
+    run_all(comparisons, datasets, arms, output_dir, backbone, args.workers, deadline, settings)
 
 
 if __name__ == "__main__":

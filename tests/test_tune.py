@@ -147,11 +147,36 @@ def test_run_all_trains_the_grid_at_seed_0_then_the_chosen_setting_on_the_other_
     ]
 
 
+def test_settings_train_only_the_runs_at_those_grid_settings(tmp_path, monkeypatch) -> None:
+    comparison = COMPARISONS["seaver-absa"]
+    arms = ("cross-encoder (transform)", "seaver (alpha 2)")
+    trained = []
+
+    def fake_train(run, backbone, runs_dir, env, threads):
+        record = {"metrics": {"validation_accuracy": 70.0}, "tuning": {"stage": run.stage, "setting": run.setting}}
+        tune.write_json_atomic(runs_dir / f"{run.id}.json", record)
+        trained.append((run.arm.label, run.stage, run.seed, tune.setting_label(run.setting)))
+        return record
+
+    monkeypatch.setattr(tune, "train", fake_train)
+    monkeypatch.setattr(tune, "environment", lambda threads: {})
+    settings = ("lr 5e-05, 5 epochs", "lr 2e-05, 2 epochs")
+    tune.run_all([comparison], ("absa-laptops",), arms, tmp_path, "minilm", settings=settings)
+    assert trained == [(arm, "select", 0, s) for arm in arms for s in ("lr 2e-05, 2 epochs", "lr 5e-05, 5 epochs")]
+    trained.clear()
+    tune.run_all([comparison], ("absa-laptops",), arms, tmp_path, "minilm")  # the rest of the grid, then the finals
+    assert len(trained) == 2 * (4 + 2) and {t[3] for t in trained if t[1] == "final"} == {"lr 2e-05, 2 epochs"}
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
         (["--only", "nope", "--list"], "--only: unknown comparison(s) ['nope']; known: ['comateformer', "),
         (["--only", "seaver-absa", "--arms", "esim"], "--arms: unknown arm(s) ['esim']; known: "),
+        (
+            ["--only", "seaver-absa", "--settings", "lr 2e-05, 2 epochs", "lr 0.001, 5 epochs", "--list"],
+            "--settings: not in the grid(s) ['lr 0.001, 5 epochs']; known: ['lr 0.0001, 2 epochs', ",
+        ),
         (["--workers", "0"], "--workers must be an integer >= 1, got 0."),
         (["--time_budget_s", "0"], "--time_budget_s must be an integer >= 1, got 0."),
         (["--report"], "no run files under "),
